@@ -1,0 +1,206 @@
+"""What runs inside the sandbox, right before and around the untrusted program.
+
+Standard library only, and importable as a plain file: the process backend calls it in a forked
+child of its warm worker; the nsjail backend runs this file as a script inside the jail
+(``python _child.py CODE_FILE FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``).
+
+The program runs as ``__main__`` of a fresh module in this interpreter, as ``python solution.py``
+would run it: same exit codes, same tracebacks (with source lines), ``SystemExit`` semantics,
+non-daemon threads joined and ``atexit`` handlers run before the process ends.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+PR_SET_PDEATHSIG = 1
+SECCOMP_MODE_FILTER = 2
+SOLUTION_FILENAME = "solution.py"
+
+# Fixed environment of every run: no secret of the parent can be in it.
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "RAYON_NUM_THREADS",
+)
+
+
+def child_environment(workdir: str) -> dict[str, str]:
+    env = {
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+    }
+    env.update({name: "1" for name in THREAD_VARS})
+    return env
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, arg2: int) -> None:
+    if _libc.prctl(option, ctypes.c_ulong(arg2), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+
+
+class SeccompProgram:
+    """A compiled filter held ready in memory (built once in the worker, used by each child)."""
+
+    def __init__(self, bpf: bytes) -> None:
+        if not bpf or len(bpf) % 8:
+            raise ValueError(f"a BPF program is a multiple of 8 bytes, got {len(bpf)}")
+        self._buf = ctypes.create_string_buffer(bpf, len(bpf))
+        self._prog = _SockFprog(len(bpf) // 8, ctypes.cast(self._buf, ctypes.c_void_p))
+        self._ref = ctypes.byref(self._prog)
+
+    def install(self) -> None:
+        """Load the filter into this process (irrevocably; inherited by its children)."""
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._ref, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"loading the seccomp filter failed: {os.strerror(err)}")
+
+
+def install_seccomp(bpf: bytes) -> None:
+    SeccompProgram(bpf).install()
+
+
+def std_streams() -> tuple[object, object, object]:
+    """Text streams over fds 0, 1, 2 as ``python`` makes them for pipes. A worker builds them once
+    before it forks (they hold no data yet), so each child only installs them."""
+    import io
+
+    def text(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, mode, closefd=False)
+        buffered: io.BufferedIOBase = io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
+        return io.TextIOWrapper(buffered, encoding="utf-8", errors=errors, line_buffering=False)
+
+    return text(0, "rb", "surrogateescape"), text(1, "wb", "surrogateescape"), text(2, "wb", "backslashreplace")
+
+
+def _write_fd2(message: str) -> None:
+    try:
+        os.write(2, message.encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
+
+
+def run_program(code: str, seed: int, streams: tuple[object, object, object] | None = None,
+                workdir: str | None = None) -> int:  # fmt: skip
+    """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have."""
+    import atexit
+    import builtins
+    import linecache
+    import random
+    import types
+
+    sys.stdin, sys.stdout, sys.stderr = streams or std_streams()  # type: ignore[assignment]
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+    sys.argv = [SOLUTION_FILENAME]
+    if sys.path:
+        sys.path[0] = workdir or os.getcwd()  # as for `python solution.py` run from the work dir
+    sys.dont_write_bytecode = True
+    sys.excepthook = sys.__excepthook__
+    ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote")
+    for name in [m for m in sys.modules if m.split(".")[0] in ours]:
+        del sys.modules[name]
+    random.seed(seed)
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__builtins__": builtins, "__file__": SOLUTION_FILENAME})
+    sys.modules["__main__"] = main
+    linecache.cache[SOLUTION_FILENAME] = (len(code), None, code.splitlines(True), SOLUTION_FILENAME)
+    status = 0
+    try:
+        try:
+            compiled = compile(code, SOLUTION_FILENAME, "exec", dont_inherit=True)
+            exec(compiled, main.__dict__)
+        finally:
+            threading = sys.modules.get("threading")  # no threads unless the program made some
+            shutdown = getattr(threading, "_shutdown", None)
+            if shutdown is not None:
+                shutdown()  # join non-daemon threads, as the interpreter does at exit
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException as exc:
+        status = 1
+        try:
+            tb = exc.__traceback__
+            # drop this function's frame so the traceback starts at the program, as in CPython
+            if tb is not None and tb.tb_frame.f_code is run_program.__code__ and tb.tb_next is not None:
+                tb = tb.tb_next
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        except BaseException:
+            _write_fd2(f"{type(exc).__name__}\n")
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    return status
+
+
+def _exit_status(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, bool) or not isinstance(code, int):
+        _write_fd2(f"{code}\n")
+        return 1
+    return code & 0xFF
+
+
+def exit_now(status: int) -> None:
+    os._exit(status)
+
+
+def main(argv: list[str]) -> None:
+    """Entry point inside nsjail: OUT_FD and ERR_FD become the program's stdout and stderr;
+    STATUS_FD says "R" once the program starts, or "E<why>" when the setup failed."""
+    code_path, filter_path, seed = argv[1], argv[2], int(argv[3])
+    out_fd, err_fd, status_fd = int(argv[4]), int(argv[5]), int(argv[6])
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    with open(code_path, encoding="utf-8", errors="surrogatepass") as fh:
+        code = fh.read()
+    with open(filter_path, "rb") as fh:
+        bpf = fh.read()
+    os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
+    try:
+        install_seccomp(bpf)
+    except OSError as exc:
+        os.write(status_fd, f"E{exc}".encode())
+        exit_now(125)
+    os.write(status_fd, b"R")
+    os.close(status_fd)
+    exit_now(run_program(code, seed))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

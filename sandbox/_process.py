@@ -1,0 +1,289 @@
+"""The ``process`` backend, host side: a pool of warm workers (``_zygote``), one per slot, each
+with its own uid, cgroup and private root. Requests go to whichever worker is idle; a worker that
+dies or hangs is replaced and the request retried once, then answered with ``sandbox_error``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from . import _child, _host, _seccomp
+from .models import ExecutionResult, Limits
+
+log = logging.getLogger("sandbox.process")
+
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
+WATCHDOG_GRACE_S = 10.0
+START_TIMEOUT_S = 60.0
+
+
+class WorkerFailure(Exception):
+    """The worker process died or stopped answering."""
+
+
+def worker_environment() -> dict[str, str]:
+    """The worker starts with this and nothing else: no secret of ours can reach a run."""
+    env = _child.child_environment("/")
+    env.pop("HOME")
+    env.pop("TMPDIR")
+    return env
+
+
+_FILTERS: dict[str, str] = {}
+_FILTERS_LOCK = threading.Lock()
+
+
+def seccomp_filters() -> dict[str, str]:
+    """The compiled filter variants, hex-encoded for the worker (compiled once per process)."""
+    with _FILTERS_LOCK:
+        if not _FILTERS:
+            for unix in (True, False):
+                for fork in (True, False):
+                    key = f"{'unix' if unix else 'nounix'}-{'fork' if fork else 'nofork'}"
+                    _FILTERS[key] = _seccomp.build_bpf(allow_fork=fork, allow_unix_sockets=unix).hex()
+        return dict(_FILTERS)
+
+
+class _Slot:
+    def __init__(self, index: int, isolate: bool) -> None:
+        self.index = index
+        self.isolate = isolate
+        self.lease = _host.lease_uid()
+        self.uid = self.lease.uid
+        self.cgroup, self.cgroup_note = _host.make_cgroup(f"code-env-{self.uid}")
+        self.root_dir = tempfile.mkdtemp(prefix="code-env-root-")
+        self.fallback_dir = tempfile.mkdtemp(prefix="code-env-work-")
+        os.chmod(self.fallback_dir, 0o711)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+        self.log_path = os.path.join(self.fallback_dir, "worker.log")
+        self.runs = 0
+
+    # -- lifecycle
+    def start(self) -> None:
+        cfg = {
+            "index": self.index,
+            "uid": self.uid,
+            "gid": self.uid,
+            "root_dir": self.root_dir,
+            "fallback_work_parent": self.fallback_dir,
+            "cgroup_dir": self.cgroup.path if self.cgroup else None,
+            "cgroup_version": self.cgroup.version if self.cgroup else None,
+            "isolate": self.isolate,
+            "seccomp": seccomp_filters(),
+        }
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-B", ZYGOTE, json.dumps(cfg)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=logf,
+                env=worker_environment(),
+                close_fds=True,
+                start_new_session=True,
+                cwd="/",
+            )
+        hello = self._recv(time.monotonic() + START_TIMEOUT_S)
+        if not hello.get("ready"):
+            self.stop()
+            raise RuntimeError(f"sandbox worker failed to start: {hello.get('error')}\n{hello.get('trace', '')}")
+        self.info = hello["info"]
+        if self.cgroup_note:
+            self.info["memory_note"] = self.cgroup_note
+
+    def stop(self, *, kill: bool = False) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if not kill and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self._send_on(proc, {"op": "exit"})
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                kill = True
+        if kill or proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+        _host.kill_uid(self.uid)
+
+    def restart(self) -> None:
+        self.stop(kill=True)
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        _host.remove_cgroup(self.cgroup)
+        for d in (self.root_dir, self.fallback_dir):
+            shutil.rmtree(d, ignore_errors=True)
+        self.lease.release()
+
+    # -- protocol
+    @staticmethod
+    def _send_on(proc: subprocess.Popen[bytes], obj: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        data = json.dumps(obj, ensure_ascii=True).encode()
+        fd = proc.stdin.fileno()
+        view = memoryview(struct.pack("<I", len(data)) + data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def _recv(self, deadline: float) -> dict[str, Any]:
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            raise WorkerFailure("worker is not running")
+        fd = proc.stdout.fileno()
+
+        def read_exact(n: int) -> bytes:
+            buf = bytearray()
+            while len(buf) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                ready, _, _ = select.select([fd], [], [], left)
+                if not ready:
+                    raise TimeoutError
+                chunk = os.read(fd, n - len(buf))
+                if not chunk:
+                    raise WorkerFailure(f"worker {proc.pid} exited ({self._tail_log()})")
+                buf += chunk
+            return bytes(buf)
+
+        (n,) = struct.unpack("<I", read_exact(4))
+        return json.loads(read_exact(n))  # type: ignore[no-any-return]
+
+    def _tail_log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(self.log_path) - 400))
+                return fh.read().decode("utf-8", "replace").strip() or "no log output"
+        except OSError:
+            return "no log"
+
+    def call(self, request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            raise WorkerFailure("worker is not running")
+        try:
+            self._send_on(self.proc, request)
+        except OSError as exc:
+            raise WorkerFailure(f"could not send to worker: {exc}") from exc
+        # Two attempts (a starved run is re-run once) plus grace: past this the worker is hung.
+        budget = 2 * (limits.timeout_s + 1.0) + WATCHDOG_GRACE_S
+        try:
+            reply = self._recv(time.monotonic() + budget)
+        except TimeoutError:
+            raise WorkerFailure(f"watchdog: no answer from the worker within {budget:.1f}s") from None
+        self.runs += 1
+        return reply
+
+
+class ProcessBackend:
+    """Warm forking workers; see the module docstring."""
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None, *, isolate: bool = True) -> None:
+        n = workers if workers is not None else (os.cpu_count() or 1)
+        if not isinstance(n, int) or n < 1 or n > 1024:
+            raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
+        self.size = n
+        self._slots: list[_Slot] = []
+        self._idle: queue.Queue[_Slot] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            for i in range(n):
+                self._slots.append(_Slot(i, isolate))
+            errors: list[BaseException] = []
+
+            def start(slot: _Slot) -> None:
+                try:
+                    slot.start()
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=start, args=(s,)) for s in self._slots]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        except BaseException:
+            self.close()
+            raise
+        for s in self._slots:
+            self._idle.put(s)
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        return dict(self._slots[0].info) if self._slots else {}
+
+    @property
+    def version(self) -> str:
+        return f"process/{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
+
+    @property
+    def uids(self) -> list[int]:
+        """The private uids of the slots (every process of a run has one of them)."""
+        return [s.uid for s in self._slots]
+
+    def worker_pids(self) -> list[int]:
+        return [s.proc.pid for s in self._slots if s.proc is not None]
+
+    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
+        request = {"op": "run", "code": code, "stdin": stdin, "limits": limits.model_dump(), "trace_id": trace_id}
+        failures: list[str] = []
+        for _attempt in range(2):
+            slot = self._idle.get()
+            try:
+                reply = slot.call(request, limits)
+            except WorkerFailure as exc:
+                failures.append(str(exc))
+                log.warning("sandbox worker %d failed on %s: %s; replacing it", slot.index, trace_id, exc)
+                try:
+                    slot.restart()
+                except Exception as exc2:  # the slot stays broken; the next call retries
+                    failures.append(f"restart failed: {exc2}")
+                continue
+            finally:
+                self._idle.put(slot)
+            reply.pop("worker_ms", None)
+            trace = reply.pop("trace", None)
+            if trace:
+                log.error("sandbox worker error on %s:\n%s", trace_id, trace)
+            result = ExecutionResult.from_wire({**reply, "trace_id": trace_id, "backend": self.name})
+            if failures:
+                result.reruns += 1
+                result.rerun_reason = "; ".join(filter(None, [result.rerun_reason, f"the worker failed first: {failures[0]}"]))
+            return result
+        return ExecutionResult.infrastructure_failure(
+            "sandbox worker failed twice: " + " | ".join(failures), trace_id=trace_id, backend=self.name
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for s in self._slots:
+            s.close()

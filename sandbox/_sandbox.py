@@ -1,0 +1,215 @@
+"""``Sandbox``: the one entry point. Validates input, picks the backend, keeps the optional result
+cache, and runs batches concurrently (order preserved, nothing lost)."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, Protocol
+
+from .cache import ResultCache
+from .errors import SandboxClosedError, UnknownBackendError
+from .models import ExecutionResult, Limits, RunRequest, check_payload
+
+BACKENDS = ("auto", "process", "nsjail")
+BackendName = Literal["auto", "process", "nsjail"]
+
+
+class Backend(Protocol):
+    name: str
+    size: int
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def uids(self) -> list[int]: ...
+
+    @property
+    def isolation(self) -> dict[str, Any]: ...
+
+    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult: ...
+
+    def close(self) -> None: ...
+
+
+def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | None = None) -> Backend:
+    if name not in BACKENDS:
+        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
+        raise UnknownBackendError(str(name), list(BACKENDS), close[0] if close else None)
+    if name in ("auto", "process"):
+        from ._process import ProcessBackend
+
+        return ProcessBackend(workers)
+    from ._nsjail import NsjailBackend
+
+    return NsjailBackend(workers, binary=nsjail_path)
+
+
+class Sandbox:
+    """Runs untrusted Python programs under limits.
+
+    >>> from sandbox import Sandbox, Limits
+    >>> with Sandbox() as sb:                                  # doctest: +SKIP
+    ...     res = sb.run("print(input()[::-1])", stdin="abc", limits=Limits(timeout_s=2))
+    >>> res.stdout                                             # doctest: +SKIP
+    'cba\\n'
+
+    ``backend``: ``"process"`` (warm forking workers, the default; ``"auto"`` means the same) or
+    ``"nsjail"`` (the nsjail binary, one jail per run). ``workers``: concurrent runs (default: one
+    per core). ``limits``: the default ``Limits`` of this sandbox. ``cache``: ``True`` for an
+    in-memory LRU of results, or a ``ResultCache`` (optionally on disk); off by default.
+    """
+
+    def __init__(
+        self,
+        backend: BackendName | str = "auto",
+        *,
+        workers: int | None = None,
+        limits: Limits | None = None,
+        cache: ResultCache | bool | None = None,
+        nsjail_path: str | None = None,
+    ) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
+        self.default_limits = limits or Limits()
+        self._backend: Backend | None = make_backend(backend, workers=workers, nsjail_path=nsjail_path)
+        self.backend_name = self._backend.name
+        if cache is True:
+            cache = ResultCache()
+        self.cache: ResultCache | None = cache or None
+        self._counter = itertools.count()
+        self._pid = os.getpid()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- info
+    @property
+    def workers(self) -> int:
+        return self._live().size
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What isolation the backend achieved on this machine (namespaces, memory limit, ...)."""
+        return self._live().isolation
+
+    @property
+    def uids(self) -> list[int]:
+        """The unprivileged uids runs execute as (for audits: no process of them may outlive a run)."""
+        return self._live().uids
+
+    def _live(self) -> Backend:
+        if self._backend is None:
+            raise SandboxClosedError("this Sandbox is closed; create a new one")
+        return self._backend
+
+    # -- running
+    def run(
+        self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None
+    ) -> ExecutionResult:
+        """Run one program; blocks until it is done. Safe to call from any thread."""
+        lim = self._limits(limits)
+        check_payload(code, stdin, lim)
+        return self._run_checked(code, stdin, lim, trace_id)
+
+    def _limits(self, limits: Limits | None) -> Limits:
+        if limits is None:
+            return self.default_limits
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
+        return limits
+
+    def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None) -> ExecutionResult:
+        backend = self._live()
+        tid = trace_id if trace_id is not None else f"run/{next(self._counter)}"
+        key = None
+        if self.cache is not None:
+            key = self.cache.key(code, stdin, lim, backend.version)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit.model_copy(update={"trace_id": tid, "cached": True})
+        result = backend.run(code, stdin, lim, tid)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, result)
+        return result
+
+    def run_many(
+        self,
+        requests: Iterable[RunRequest | Mapping[str, Any] | str],
+        *,
+        limits: Limits | None = None,
+        progress: bool = False,
+    ) -> list[ExecutionResult]:
+        """Run many programs concurrently on all workers; results come back in request order.
+
+        Each request is a ``RunRequest``, a mapping with its fields, or a plain code string. All
+        requests are validated before any runs, so a bad one raises without wasting the others.
+        """
+        default = self._limits(limits)
+        items: list[RunRequest] = []
+        for i, r in enumerate(requests):
+            try:
+                if isinstance(r, RunRequest):
+                    req = r
+                elif isinstance(r, str):
+                    req = RunRequest(code=r)
+                elif isinstance(r, Mapping):
+                    req = RunRequest(**r)
+                else:
+                    raise TypeError(f"expected RunRequest, mapping or str, got {type(r).__name__}")
+                check_payload(req.code, req.stdin, req.limits or default)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"request {i}: {exc}") from exc
+            items.append(req)
+        if not items:
+            return []
+        pool = self._executor()
+        futures = [
+            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id) for r in items
+        ]
+        if progress:
+            from concurrent.futures import as_completed
+
+            from tqdm import tqdm
+
+            for _ in tqdm(as_completed(futures), total=len(futures), desc="sandbox", unit="run"):
+                pass
+        return [f.result() for f in futures]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._live().size, thread_name_prefix="sandbox")
+            return self._pool
+
+    # -- lifecycle
+    def close(self) -> None:
+        backend, self._backend = self._backend, None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if backend is not None and os.getpid() == self._pid:
+            backend.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_backend", None) is not None:
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._backend is None else f"{self._backend.size} workers"
+        return f"Sandbox(backend={self.backend_name!r}, {state})"

@@ -1,0 +1,564 @@
+"""The process backend's warm worker ("zygote"). Standard library (plus libseccomp) only.
+
+Started once per worker slot by the host with an empty environment. At start it isolates itself
+once — new mount, network, IPC and UTS namespaces, a private read-only root holding only what
+Python needs, ``/proc`` mounted with ``hidepid=2``, its own memory cgroup — and compiles the seccomp
+filters. Then it serves requests, one at a time, over its stdin/stdout (4-byte length + JSON).
+
+Per run it forks a child into a fresh PID namespace (so the child, as PID 1, takes every process it
+started down with it), which applies rlimits, an empty work dir, the worker's own unprivileged
+uid/gid, an empty environment and the seccomp filter, then runs the program in-process. The worker
+feeds stdin, reads the output, enforces wall clock and CPU budget from outside (``_monitor``), and
+answers with a plain dict that the host turns into an ``ExecutionResult``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import signal
+import struct
+import sys
+import time
+from typing import Any
+
+# What every run needs, imported once here so that no child pays for it.
+# Kept lean on purpose: every module here makes each fork slower (page tables, at-fork hooks), so
+# no threading, shutil, dataclasses or pyseccomp (the host compiles the seccomp filter).
+import atexit  # noqa: F401
+import io  # noqa: F401
+import linecache  # noqa: F401
+import random  # noqa: F401
+import types  # noqa: F401
+
+# Imported as plain modules (not the ``sandbox`` package): the worker never loads pydantic.
+import _child  # type: ignore[import-not-found]
+import _linux  # type: ignore[import-not-found]
+import _monitor  # type: ignore[import-not-found]
+import _paths  # type: ignore[import-not-found]
+
+WORK_PARENT = "/sandbox"
+WORKDIR = "/sandbox/run"
+SETUP_FAILED = 125
+
+
+class Cgroup:
+    """The worker's memory cgroup (v1 or v2), reached through file descriptors opened before the
+    worker leaves the host's filesystem."""
+
+    def __init__(self, path: str, version: int) -> None:
+        self.version = version
+
+        def op(name: str, flags: int = os.O_RDWR) -> int | None:
+            try:
+                return os.open(os.path.join(path, name), flags | os.O_CLOEXEC)
+            except OSError:
+                return None
+
+        self.procs = op("cgroup.procs", os.O_WRONLY)
+        if version == 1:
+            self.limit = op("memory.limit_in_bytes")
+            self.memsw = op("memory.memsw.limit_in_bytes")
+            self.peak = op("memory.max_usage_in_bytes")
+            self.events = op("memory.oom_control", os.O_RDONLY)
+        else:
+            self.limit = op("memory.max")
+            self.memsw = op("memory.swap.max")
+            self.peak = op("memory.peak")
+            self.events = op("memory.events", os.O_RDONLY)
+        if self.procs is None or self.limit is None:
+            raise OSError(f"cgroup {path} lacks cgroup.procs or a memory limit file")
+        self._current: int | None = None
+
+    def set_limit(self, limit: int) -> None:
+        if limit == self._current:
+            return
+        assert self.limit is not None
+        if self.version == 1:
+            # memory.memsw.limit_in_bytes must stay >= memory.limit_in_bytes: order the writes
+            try:
+                _pwrite(self.limit, str(limit))
+                if self.memsw is not None:
+                    _pwrite(self.memsw, str(limit))
+            except OSError:
+                if self.memsw is None:
+                    raise
+                _pwrite(self.memsw, str(limit))
+                _pwrite(self.limit, str(limit))
+        else:
+            _pwrite(self.limit, str(limit))
+            if self.memsw is not None:
+                _pwrite(self.memsw, "0")
+        self._current = limit
+
+    def reset_peak(self) -> None:
+        if self.peak is not None:
+            try:
+                _pwrite(self.peak, "0" if self.version == 1 else "reset")
+            except OSError:
+                pass
+
+    def peak_bytes(self) -> int | None:
+        if self.peak is None:
+            return None
+        try:
+            return int(os.pread(self.peak, 64, 0).split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def oom_kills(self) -> int:
+        if self.events is None:
+            return 0
+        try:
+            text = os.pread(self.events, 4096, 0).decode()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, val = line.partition(" ")
+            if key == "oom_kill":
+                return int(val)
+        return 0
+
+
+def _pwrite(fd: int, text: str) -> None:
+    os.pwrite(fd, text.encode(), 0)
+
+
+# ----------------------------------------------------------------------------- isolation
+
+
+def _bind(src: str, root: str, *, writable: bool = False) -> None:
+    dst = root + src
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if not os.path.exists(dst):
+            open(dst, "a").close()
+    _linux.mount(src, dst, None, _linux.MS_BIND | _linux.MS_REC)
+    if not writable:
+        _linux.mount(
+            None,
+            dst,
+            None,
+            _linux.MS_BIND | _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV,
+        )
+
+
+def setup_isolation(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Isolate this worker once; returns what was achieved (reported to the host)."""
+    info: dict[str, Any] = {"namespaces": [], "private_root": False, "uid_switch": False}
+    privileged = os.geteuid() == 0
+    flags = _linux.CLONE_NEWNS | _linux.CLONE_NEWNET | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+    if not privileged:
+        uid, gid = os.getuid(), os.getgid()
+        _linux.unshare(_linux.CLONE_NEWUSER | flags)
+        with open("/proc/self/setgroups", "w") as fh:
+            fh.write("deny")
+        with open("/proc/self/uid_map", "w") as fh:
+            fh.write(f"0 {uid} 1")
+        with open("/proc/self/gid_map", "w") as fh:
+            fh.write(f"0 {gid} 1")
+        info["namespaces"].append("user")
+    else:
+        _linux.unshare(flags)
+    info["namespaces"] += ["mount", "net", "ipc", "uts"]
+    try:
+        _linux.sethostname("sandbox")
+    except OSError:
+        pass
+    _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE)
+    root = cfg["root_dir"]
+    _linux.mount("tmpfs", root, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=16m,mode=0755")
+    for top in sorted(os.listdir("/")):
+        src = "/" + top
+        if top in ("usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin") or top.startswith("lib"):
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), root + src)
+            elif os.path.isdir(src):
+                _bind(src, root)
+    for d in _paths.python_dirs():
+        if not os.path.exists(root + d) or not os.path.ismount(root + d):
+            covered = any(d == p or d.startswith(p + os.sep) for p in ("/usr", "/lib", "/lib64", "/bin"))
+            if not covered:
+                _bind(d, root)
+    for f in ("/etc/ld.so.cache", "/etc/localtime"):
+        if os.path.exists(f):
+            _bind(os.path.realpath(f), root) if os.path.islink(f) else _bind(f, root)
+            if os.path.islink(f) and not os.path.exists(root + f):
+                os.makedirs(root + "/etc", exist_ok=True)
+                os.symlink(os.readlink(f), root + f)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for dev in ("null", "zero", "full", "random", "urandom"):
+        if os.path.exists("/dev/" + dev):
+            target = root + "/dev/" + dev
+            open(target, "a").close()
+            _linux.mount("/dev/" + dev, target, None, _linux.MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, root + "/dev/" + name)
+    os.makedirs(root + "/dev/shm")
+    _linux.mount("tmpfs", root + "/dev/shm", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=64m,mode=1777")
+    os.makedirs(root + "/proc")
+    if privileged:
+        _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
+        info["proc"] = "hidepid=2"
+    os.makedirs(root + WORK_PARENT)
+    if not os.path.lexists(root + "/tmp"):
+        os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
+    os.chdir(root)
+    os.makedirs(".oldroot")
+    _linux.pivot_root(".", ".oldroot")
+    _linux.umount2("/.oldroot", _linux.MNT_DETACH)
+    os.rmdir("/.oldroot")
+    os.chdir("/")
+    _linux.mount(None, "/", None, _linux.MS_BIND | _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV)
+    info["private_root"] = True
+    info["uid_switch"] = privileged
+    return info
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+class Worker:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.uid: int = cfg["uid"]
+        self.gid: int = cfg["gid"]
+        self.cgroup: Cgroup | None = None
+        self.info: dict[str, Any] = {"pid": os.getpid()}
+        self.disk_mb: int | None = None
+        if cfg.get("cgroup_dir"):
+            try:
+                self.cgroup = Cgroup(cfg["cgroup_dir"], cfg["cgroup_version"])
+                self.info["memory"] = f"cgroup v{cfg['cgroup_version']}"
+            except OSError as exc:
+                self.info["cgroup_error"] = str(exc)
+        if self.cgroup is None:
+            self.info["memory"] = "rlimit"
+        self.isolated = False
+        if cfg.get("isolate", True):
+            try:
+                self.info.update(setup_isolation(cfg))
+                self.isolated = True
+            except OSError as exc:
+                self.info["isolation_error"] = str(exc)
+        if not self.isolated:
+            self.workparent = cfg["fallback_work_parent"]
+        else:
+            self.workparent = WORK_PARENT
+        self.workdir = os.path.join(self.workparent, "run")
+        self.uid_switch = os.geteuid() == 0
+        self.pidns = False
+        try:
+            self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            _linux.unshare(_linux.CLONE_NEWPID)
+            _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
+            self.pidns = True
+            self.info["namespaces"] = [*self.info.get("namespaces", []), "pid (per run)"]
+        except OSError as exc:
+            self.info["pidns_error"] = str(exc)
+        # compiled by the host (libseccomp); AF_UNIX sockets only where the filesystem is private
+        variant = "unix" if self.isolated else "nounix"
+        self.filters = {
+            fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
+            for fork in (False, True)
+        }
+        # Built once: every child inherits them instead of building its own.
+        self.streams = _child.std_streams()
+        os.environ.clear()
+        os.environ.update(_child.child_environment(self.workdir))
+        self.info["seccomp"] = True
+        self.info["uid"] = self.uid if self.uid_switch else os.getuid()
+
+    # -- disk of the work dir
+    def _prepare_workdir(self, disk_mb: int) -> None:
+        if self.isolated and disk_mb != self.disk_mb:
+            if self.disk_mb is not None:
+                _linux.umount2(WORK_PARENT, _linux.MNT_DETACH)
+            _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
+                         f"size={disk_mb}m,mode=0755")  # fmt: skip
+            self.disk_mb = disk_mb
+        os.mkdir(self.workdir, 0o700)
+        if self.uid_switch:
+            os.chown(self.workdir, self.uid, self.gid)
+
+    def _clean_workdir(self) -> None:
+        _rmtree(self.workdir)
+        if os.path.lexists(self.workdir):
+            raise OSError(f"could not remove the work dir {self.workdir}")
+        if self.isolated:
+            for name in os.listdir("/dev/shm"):
+                _rmtree(os.path.join("/dev/shm", name))
+
+    def _kill_leftovers(self, pid: int) -> None:
+        """Without a PID namespace, end whatever the run left behind."""
+        if self.pidns:
+            return
+        if self.uid_switch:
+            for _ in range(100):
+                helper = os.fork()
+                if helper == 0:
+                    try:
+                        os.setresgid(self.gid, self.gid, self.gid)
+                        os.setresuid(self.uid, self.uid, self.uid)
+                        os.kill(-1, signal.SIGKILL)
+                        os._exit(0)
+                    except ProcessLookupError:
+                        os._exit(3)
+                    except BaseException:
+                        os._exit(4)
+                _, st = os.waitpid(helper, 0)
+                if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 3:
+                    break
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        limits = req["limits"]
+        cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
+        first = self._run_once(req, limits, cpu_budget)
+        reason = _monitor.starved(first["_outcome"], timeout_s=limits["timeout_s"], cpu_budget_s=cpu_budget)
+        if reason is None:
+            first.pop("_outcome")
+            return first
+        second = self._run_once(req, limits, cpu_budget)
+        second.pop("_outcome")
+        second["reruns"] = 1
+        second["rerun_reason"] = reason
+        return second
+
+    def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
+        code: str = req["code"]
+        stdin_data = req.get("stdin", "").encode("utf-8", "surrogateescape")
+        mem_bytes = limits["memory_mb"] * 1024 * 1024
+        self._prepare_workdir(limits["max_disk_mb"])
+        oom_before = 0
+        if self.cgroup is not None:
+            self.cgroup.set_limit(mem_bytes)
+            self.cgroup.reset_peak()
+            oom_before = self.cgroup.oom_kills()
+        bpf = self.filters[limits["max_processes"] > 1]
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        vsize = _own_vsize()
+        pid = -1
+        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w)
+        if self.pidns:
+            _linux.unshare(_linux.CLONE_NEWPID)
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in pipes:
+                os.close(fd)
+            self._clean_workdir()
+            raise
+        finally:
+            if self.pidns and pid != 0:
+                _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
+        if pid == 0:  # ------------------------------------------------ the child
+            self._child(code, limits, cpu_budget, bpf, vsize, stdin_r, out_w, err_w, st_w)
+        for fd in (stdin_r, out_w, err_w, st_w):
+            os.close(fd)
+        try:
+            outcome = _monitor.watch(
+                _monitor.Watch(
+                    pid=pid,
+                    stdout_fd=out_r,
+                    stderr_fd=err_r,
+                    stdin_fd=stdin_w,
+                    stdin_data=stdin_data,
+                    timeout_s=limits["timeout_s"],
+                    cpu_time_s=cpu_budget,
+                    max_output_bytes=limits["max_output_bytes"],
+                    kill_on_overflow=limits["on_output_overflow"] == "kill",
+                    status_fd=st_r,
+                    kill=self._killer(pid),
+                )
+            )
+        finally:
+            for fd in (out_r, err_r, st_r):
+                os.close(fd)
+            self._kill_leftovers(pid)
+            self._clean_workdir()
+        peak = self.cgroup.peak_bytes() if self.cgroup is not None else None
+        oom_killed = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        return _monitor.result_dict(outcome, limits, peak_bytes=peak, oom_killed=oom_killed, cpu_budget=cpu_budget)
+
+    def _killer(self, pid: int) -> Any:
+        def kill(sig: int) -> None:
+            try:
+                if self.pidns:
+                    os.kill(pid, sig)  # PID 1 of its namespace: the kernel takes the rest
+                else:
+                    os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        return kill
+
+    def _child(self, code: str, limits: dict[str, Any], cpu_budget: float, bpf: Any, vsize: int,
+               stdin_r: int, out_w: int, err_w: int, st_w: int) -> None:  # fmt: skip
+        status_fd = st_w
+        try:
+            os.setsid()
+            if self.cgroup is not None and self.cgroup.procs is not None:
+                os.write(self.cgroup.procs, b"0")  # "0": the writer itself, in any pid namespace
+            os.dup2(stdin_r, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.dup2(st_w, 3)
+            status_fd = 3
+            os.closerange(4, _max_fd())
+            _apply_rlimits(limits, cpu_budget, vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
+            os.chdir(self.workdir)
+            if self.uid_switch:
+                os.setgroups([])
+                os.setresgid(self.gid, self.gid, self.gid)
+                os.setresuid(self.uid, self.uid, self.uid)
+            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)
+            bpf.install()  # the environment is already the run's: the worker's own is the same
+            os.write(3, b"R")
+            os.close(3)
+        except BaseException as exc:
+            try:
+                os.write(status_fd, ("E" + f"child setup failed: {type(exc).__name__}: {exc}").encode())
+            finally:
+                os._exit(SETUP_FAILED)
+        status = 1
+        try:
+            status = _child.run_program(code, int(limits["random_seed"]), self.streams, self.workdir)
+        finally:
+            os._exit(status)
+
+
+def _rmtree(path: str) -> None:
+    """Remove a file or a directory tree without following symlinks (root: permissions don't stop us)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not (st.st_mode & 0o170000 == 0o040000):
+        os.unlink(path)
+        return
+    with os.scandir(path) as it:
+        entries = list(it)
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            _rmtree(e.path)
+        else:
+            try:
+                os.unlink(e.path)
+            except FileNotFoundError:
+                pass
+    os.rmdir(path)
+
+
+def _apply_rlimits(limits: dict[str, Any], cpu_budget: float, vsize: int, *, use_as: bool, nproc: bool) -> None:
+    cpu = math.ceil(cpu_budget) + 1
+    pairs = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2),
+        (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_MEMLOCK, (0, 0)),
+        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+    ]
+    if nproc:  # counted per real uid: only meaningful when the run has a uid of its own
+        n = limits["max_processes"] + limits["max_threads"]
+        pairs.append((resource.RLIMIT_NPROC, (n, n)))
+    if use_as:
+        limit = vsize + limits["memory_mb"] * 1024 * 1024
+        pairs.append((resource.RLIMIT_AS, (limit, limit)))
+    for res, val in pairs:
+        resource.setrlimit(res, val)
+
+
+def _own_vsize() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _max_fd() -> int:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if 0 < soft < 1 << 20 else 1 << 20
+
+
+# ----------------------------------------------------------------------------- serving
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _send(fd: int, obj: dict[str, Any]) -> None:
+    data = json.dumps(obj, ensure_ascii=True).encode()
+    view = memoryview(struct.pack("<I", len(data)) + data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def serve() -> None:
+    cfg = json.loads(sys.argv[1])
+    # Requests arrive on fd 0 and answers leave on fd 1; nothing else may write there.
+    req_fd = os.dup(0)
+    resp_fd = os.dup(1)
+    os.set_inheritable(req_fd, False)
+    os.set_inheritable(resp_fd, False)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    # No PR_SET_PDEATHSIG here: it fires when the host *thread* that started us ends. The worker
+    # ends when its request pipe closes (the host closed it, or died).
+    try:
+        worker = Worker(cfg)
+    except BaseException as exc:
+        import traceback
+
+        _send(resp_fd, {"ready": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
+        return
+    _send(resp_fd, {"ready": True, "info": worker.info})
+    while True:
+        try:
+            (n,) = struct.unpack("<I", _read_exact(req_fd, 4))
+            req = json.loads(_read_exact(req_fd, n))
+        except EOFError:
+            return
+        if req.get("op") == "exit":
+            return
+        started = time.monotonic()
+        try:
+            res = worker.run(req)
+        except BaseException as exc:
+            import traceback
+
+            res = {"sandbox_error": f"worker error: {type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
+            try:
+                worker._clean_workdir()
+            except BaseException:
+                pass
+        res["worker_ms"] = round((time.monotonic() - started) * 1000, 3)
+        _send(resp_fd, res)
+
+
+if __name__ == "__main__":
+    serve()

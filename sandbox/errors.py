@@ -1,0 +1,46 @@
+"""Errors raised by the sandbox package.
+
+Hierarchy::
+
+    SandboxError                      root of everything this package raises on purpose
+    ├── UnknownBackendError (ValueError)  a backend name that does not exist ("did you mean ...")
+    ├── BackendUnavailableError           a backend that exists but cannot run on this machine
+    │                                     (missing binary, missing kernel feature); says how to fix it
+    └── SandboxClosedError                ``run`` on a sandbox that was closed
+
+Bad arguments (code that is not a string, a NUL byte in the code, limits out of range) raise the
+plain ``TypeError`` / ``ValueError`` / pydantic ``ValidationError`` that Python users expect.
+
+A failure of the sandbox *machinery during a run* is not raised: it is reported in
+``ExecutionResult.sandbox_error`` so that a batch never loses its other results and a failure of
+ours is never mistaken for a verdict on the program.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Root of the errors the sandbox raises on purpose."""
+
+
+class UnknownBackendError(SandboxError, ValueError):
+    """A backend name that does not exist."""
+
+    def __init__(self, name: str, known: list[str], suggestion: str | None = None) -> None:
+        self.name = name
+        self.known = known
+        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        super().__init__(f"unknown sandbox backend {name!r}; known backends: {', '.join(known)}.{hint}")
+
+
+class BackendUnavailableError(SandboxError):
+    """A backend exists but cannot run here; the message says what is missing and how to fix it."""
+
+    def __init__(self, backend: str, reason: str) -> None:
+        self.backend = backend
+        self.reason = reason
+        super().__init__(f"sandbox backend {backend!r} is unavailable: {reason}")
+
+
+class SandboxClosedError(SandboxError):
+    """The sandbox was closed; create a new one."""

@@ -1,0 +1,152 @@
+"""The sandbox's boundary types: ``Limits`` (what a run may use), ``RunRequest`` (one run) and
+``ExecutionResult`` (what happened). ``ExecutionResult.model_dump_json()`` is the wire format of logs,
+the CLI and remote executors."""
+
+from __future__ import annotations
+
+import math
+import signal as _signal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+
+MiB = 1024 * 1024
+
+
+class Limits(BaseModel):
+    """Resource limits of one run. Flat, frozen, every unit in the field name.
+
+    ``timeout_s`` is the wall clock: the call returns within it plus a small grace.
+    ``cpu_time_s`` (default: ``timeout_s``) decides "too slow"; a run killed by the wall clock while
+    it was starved of CPU by a busy machine is re-run once before it is called a timeout.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timeout_s: float = Field(5.0, gt=0, le=3600, description="wall-clock limit, seconds")
+    cpu_time_s: float | None = Field(
+        None, gt=0, le=3600, description="CPU-time limit, seconds (default: timeout_s)"
+    )
+    memory_mb: int = Field(512, ge=32, le=1024 * 1024, description="memory limit, MiB")
+    max_output_bytes: int = Field(
+        1 * MiB, ge=0, le=1024 * MiB, description="bytes kept per stream (stdout, stderr)"
+    )
+    on_output_overflow: Literal["discard", "kill"] = Field(
+        "discard", description="past max_output_bytes: keep running and discard, or kill the run"
+    )
+    max_file_bytes: int = Field(16 * MiB, ge=0, le=64 * 1024 * MiB, description="largest file the run may write")
+    max_disk_mb: int = Field(256, ge=1, le=64 * 1024, description="total size of the run's work dir, MiB")
+    max_open_files: int = Field(64, ge=16, le=65536, description="open file descriptors")
+    max_processes: int = Field(
+        1, ge=1, le=4096, description="processes the run may have, its own included (1: no fork)"
+    )
+    max_threads: int = Field(32, ge=1, le=4096, description="threads per run, over all its processes")
+    max_code_bytes: int = Field(1 * MiB, ge=1, le=64 * MiB, description="largest program accepted")
+    max_stdin_bytes: int = Field(16 * MiB, ge=0, le=1024 * MiB, description="largest stdin accepted")
+    random_seed: int = Field(0, ge=0, lt=2**32, description="seed of the program's `random` module")
+
+    @property
+    def effective_cpu_time_s(self) -> float:
+        return self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s
+
+    @field_validator("timeout_s", "cpu_time_s")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError(f"expected a finite number of seconds, got {v}")
+        return v
+
+
+class RunRequest(BaseModel):
+    """One program to run: what ``Sandbox.run_many`` takes (plain strings are accepted too)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str
+    stdin: str = ""
+    limits: Limits | None = None
+    trace_id: str | None = None
+
+    @field_validator("code", "stdin", mode="before")
+    @classmethod
+    def _strict_str(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            raise TypeError(f"expected str, got {type(v).__name__}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> RunRequest:
+        check_payload(self.code, self.stdin, self.limits or Limits())
+        return self
+
+
+def check_payload(code: object, stdin: object, limits: Limits) -> None:
+    """Reject what no sandbox should be asked to run, with a message that names the problem."""
+    if not isinstance(code, str):
+        raise TypeError(f"code: expected str, got {type(code).__name__}")
+    if not isinstance(stdin, str):
+        raise TypeError(f"stdin: expected str, got {type(stdin).__name__}")
+    nul = code.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"code contains a NUL byte at offset {nul}; Python source cannot hold one")
+    size = len(code.encode("utf-8", "surrogatepass"))
+    if size > limits.max_code_bytes:
+        raise ValueError(f"code is {size} bytes, over max_code_bytes={limits.max_code_bytes}")
+    size = len(stdin.encode("utf-8", "surrogatepass"))
+    if size > limits.max_stdin_bytes:
+        raise ValueError(f"stdin is {size} bytes, over max_stdin_bytes={limits.max_stdin_bytes}")
+
+
+class ExecutionResult(BaseModel):
+    """What happened to one run.
+
+    ``sandbox_error`` is set only when the sandbox machinery itself failed; the other verdict fields
+    then say nothing about the program and must not be scored.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str | None = None
+    backend: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    execution_time_ms: float = 0.0
+    cpu_time_ms: float = 0.0
+    peak_memory_mb: float | None = None
+    timeout_hit: bool = False
+    timeout_kind: Literal["wall", "cpu"] | None = None
+    oom: bool = False
+    output_limit_hit: bool = False
+    sandbox_error: str | None = None
+    reruns: int = 0
+    rerun_reason: str | None = None
+    cached: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return _signal.Signals(self.signal).name
+        except ValueError:
+            return f"SIG{self.signal}"
+
+    @property
+    def ok(self) -> bool:
+        """The program ran to completion with exit code 0 (and the sandbox worked)."""
+        return self.sandbox_error is None and self.exit_code == 0 and not self.timeout_hit and not self.oom
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ExecutionResult:
+        data = dict(data)
+        data.pop("signal_name", None)
+        return cls.model_validate(data)
+
+    @classmethod
+    def infrastructure_failure(cls, reason: str, *, trace_id: str | None, backend: str) -> ExecutionResult:
+        return cls(trace_id=trace_id, backend=backend, sandbox_error=reason)

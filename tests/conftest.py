@@ -1,0 +1,54 @@
+"""Shared fixtures: one sandbox per backend for the whole session, and a containment check that
+runs after every test that uses one (no process of a run survives, the test process is alive)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from sandbox import Sandbox
+from sandbox._host import uid_processes
+
+SECRET_NAME = "CODE_ENV_TEST_SECRET"
+SECRET_VALUE = "sk-test-5ecr3t-b5f1e9c07d4e4f6c"
+
+# The secret is in our environment before any sandbox worker starts: it must never reach a run.
+os.environ[SECRET_NAME] = SECRET_VALUE
+
+BACKENDS = [
+    pytest.param("process", id="process"),
+    pytest.param("nsjail", id="nsjail", marks=pytest.mark.nsjail),
+]
+
+_sandboxes: dict[str, Sandbox] = {}
+
+
+def get_sandbox(name: str) -> Sandbox:
+    if name not in _sandboxes:
+        _sandboxes[name] = Sandbox(backend=name, workers=2)
+    return _sandboxes[name]
+
+
+@pytest.fixture(params=BACKENDS)
+def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    sandbox = get_sandbox(request.param)
+    yield sandbox
+    assert_contained(sandbox)
+
+
+def assert_contained(sandbox: Sandbox) -> None:
+    """Nothing a run started is still alive, and we have no zombie children."""
+    for uid in sandbox.uids:
+        left = uid_processes(uid)
+        assert not left, f"processes of sandbox uid {uid} outlived their run: {left}"
+    zombies = [c.pid for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
+    assert not zombies, f"zombie children: {zombies}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for s in _sandboxes.values():
+        s.close()
+    _sandboxes.clear()
