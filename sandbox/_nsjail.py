@@ -171,7 +171,7 @@ class NsjailBackend:
             "--rlimit_nofile", str(limits.max_open_files),
             "--rlimit_nproc", str(limits.max_processes + limits.max_threads),
             "--rlimit_core", "0",
-            "--rlimit_stack", "soft",
+            "--rlimit_stack", "8",  # MB; nsjail's "soft" multiplies the byte value by 1 MiB
             "--pass_fd", str(fds[0]), "--pass_fd", str(fds[1]), "--pass_fd", str(fds[2]),
             *self._mounts,
             "-R", f"{run_dir}:/code",
@@ -181,7 +181,7 @@ class NsjailBackend:
             # the slot's cgroup carries the binding limit (its failcnt tells an OOM); nsjail's own
             # per-run cgroup below it only exists to hold the process
             cmd += ["--cgroup_mem_max", str(limits.memory_mb * 2**20 * 2), "--cgroup_mem_parent", parent,
-                    "--rlimit_as", "max"]  # fmt: skip
+                    "--rlimit_as", "inf"]  # fmt: skip
         else:
             cmd += ["--rlimit_as", str(limits.memory_mb + 64)]
         for k, v in env.items():

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
+from pydantic import ValidationError
+
 from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
 from .models import ExecutionResult, Limits, RunRequest, check_payload
@@ -79,9 +81,9 @@ class Sandbox:
         self.default_limits = limits or Limits()
         self._backend: Backend | None = make_backend(backend, workers=workers, nsjail_path=nsjail_path)
         self.backend_name = self._backend.name
-        if cache is True:
-            cache = ResultCache()
-        self.cache: ResultCache | None = cache or None
+        if cache is not None and not isinstance(cache, (bool, ResultCache)):
+            raise TypeError(f"cache: expected bool or sandbox.ResultCache, got {type(cache).__name__}")
+        self.cache: ResultCache | None = ResultCache() if cache is True else cache if isinstance(cache, ResultCache) else None
         self._counter = itertools.count()
         self._pid = os.getpid()
         self._pool: ThreadPoolExecutor | None = None
@@ -163,7 +165,9 @@ class Sandbox:
                     raise TypeError(f"expected RunRequest, mapping or str, got {type(r).__name__}")
                 check_payload(req.code, req.stdin, req.limits or default)
             except (TypeError, ValueError) as exc:
-                raise type(exc)(f"request {i}: {exc}") from exc
+                kind = TypeError if isinstance(exc, TypeError) else ValueError
+                msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+                raise kind(f"request {i}: {msg}") from exc
             items.append(req)
         if not items:
             return []

@@ -29,8 +29,8 @@ class UnknownBackendError(SandboxError, ValueError):
     def __init__(self, name: str, known: list[str], suggestion: str | None = None) -> None:
         self.name = name
         self.known = known
-        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-        super().__init__(f"unknown sandbox backend {name!r}; known backends: {', '.join(known)}.{hint}")
+        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        super().__init__(f"unknown sandbox backend {name!r} (known: {', '.join(known)}){hint}")
 
 
 class BackendUnavailableError(SandboxError):

@@ -1,0 +1,295 @@
+"""The sandbox's public behaviour: results, batches, threads, bad input, the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+import sandbox
+from sandbox import ExecutionResult, Limits, ResultCache, RunRequest, Sandbox, UnknownBackendError
+from sandbox._monitor import Outcome, starved
+
+from .conftest import BACKENDS, get_sandbox
+
+
+def test_public_api_is_explicit() -> None:
+    public = {n for n in dir(sandbox) if not n.startswith("_")}
+    modules = {"cache", "errors", "models"}
+    assert set(sandbox.__all__) == public - modules
+
+
+def test_hello_world_result_fields(sb: Sandbox) -> None:
+    res = sb.run("import sys\nprint(input()[::-1])\nprint('to stderr', file=sys.stderr)\n", stdin="abc\n", trace_id="p1/0/0")
+    assert res.trace_id == "p1/0/0"
+    assert res.backend == sb.backend_name
+    assert (res.exit_code, res.signal, res.stdout, res.stderr) == (0, None, "cba\n", "to stderr\n")
+    assert not (res.timeout_hit or res.oom or res.stdout_truncated or res.stderr_truncated)
+    assert res.ok and res.sandbox_error is None
+    assert res.execution_time_ms > 0 and res.cpu_time_ms > 0
+    assert res.peak_memory_mb is not None and res.peak_memory_mb > 0
+    assert ExecutionResult.from_wire(json.loads(res.model_dump_json())) == res
+
+
+def test_exit_codes_and_tracebacks_match_python(sb: Sandbox) -> None:
+    cases = {
+        "import sys\nsys.exit(3)\n": 3,
+        "import sys\nsys.exit('bye')\n": 1,
+        "raise SystemExit(None)\n": 0,
+        "import os\nos._exit(7)\n": 7,
+        "1/0\n": 1,
+        "def f(:\n": 1,
+    }
+    results = sb.run_many(list(cases))
+    assert [r.exit_code for r in results] == list(cases.values())
+    assert "bye" in results[1].stderr
+    assert 'File "solution.py", line 1, in <module>' in results[4].stderr and "ZeroDivisionError" in results[4].stderr
+    assert "SyntaxError" in results[5].stderr
+
+
+def test_program_sees_a_fixed_hash_seed_and_a_seeded_random(sb: Sandbox) -> None:
+    code = "import random\nprint(hash('code-env'), random.random())\n"
+    a, b = sb.run_many([code, code])
+    assert a.stdout == b.stdout
+    c = sb.run(code, limits=Limits(random_seed=1))
+    assert c.stdout.split()[0] == a.stdout.split()[0] and c.stdout != a.stdout
+
+
+def test_atexit_and_non_daemon_threads_run_as_in_python(sb: Sandbox) -> None:
+    res = sb.run(
+        "import atexit, threading, time\natexit.register(print, 'atexit ran')\n"
+        "threading.Thread(target=lambda: (time.sleep(0.1), print('thread done'))).start()\nprint('main done')\n"
+    )
+    assert res.stdout == "main done\nthread done\natexit ran\n"
+
+
+def test_large_stdin_and_stdout_do_not_deadlock(sb: Sandbox) -> None:
+    data = "x" * (4 << 20) + "\n"
+    res = sb.run("import sys\nd = sys.stdin.read()\nsys.stdout.write(d)\nprint(len(d), file=sys.stderr)\n", stdin=data,
+                 limits=Limits(max_output_bytes=8 << 20))  # fmt: skip
+    assert res.exit_code == 0 and res.stdout == data and res.stderr.strip() == str(len(data))
+
+
+def test_program_closing_stdin_early(sb: Sandbox) -> None:
+    res = sb.run("import os\nos.close(0)\nprint('closed')\n", stdin="y" * (1 << 20))
+    assert res.exit_code == 0 and res.stdout == "closed\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_run_many_preserves_order_and_runs_concurrently(backend: str) -> None:
+    sb = get_sandbox(backend)
+    code = "import time, sys\nstart = time.time()\ntime.sleep(0.3)\nprint(sys.stdin.read(), start, time.time())\n"
+    reqs = [RunRequest(code=code, stdin=str(i), trace_id=f"t/{i}") for i in range(6)]
+    results = sb.run_many(reqs)
+    assert [r.trace_id for r in results] == [f"t/{i}" for i in range(6)]
+    spans = []
+    for i, r in enumerate(results):
+        tag, start, end = r.stdout.split()
+        assert tag == str(i)
+        spans.append((float(start), float(end)))
+    overlapping = any(a[0] < b[1] and b[0] < a[1] for j, a in enumerate(spans) for b in spans[j + 1 :])
+    assert overlapping, "run_many ran nothing at the same time"
+
+
+def test_run_many_accepts_strings_mappings_and_requests() -> None:
+    sb = get_sandbox("process")
+    results = sb.run_many(["print(1)", {"code": "print(2)"}, RunRequest(code="print(3)")])
+    assert [r.stdout for r in results] == ["1\n", "2\n", "3\n"]
+    assert sb.run_many([]) == []
+
+
+def test_timeouts_hold_from_threads_and_event_loops() -> None:
+    sb = get_sandbox("process")
+    loop_code = "while True:\n    pass\n"
+    lim = Limits(timeout_s=0.5)
+    out: list[ExecutionResult] = []
+    t = threading.Thread(target=lambda: out.append(sb.run(loop_code, limits=lim)))
+    t.start()
+    t.join()
+
+    async def main() -> list[ExecutionResult]:
+        loop = asyncio.get_running_loop()
+        inline = sb.run(loop_code, limits=lim)  # blocking call inside a coroutine
+        offloaded = await loop.run_in_executor(None, lambda: sb.run(loop_code, limits=lim))
+        return [inline, offloaded]
+
+    out += asyncio.run(main())
+    assert len(out) == 3 and all(r.timeout_hit for r in out)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("code", "exc", "match"),
+    [
+        (b"print(1)", TypeError, "expected str, got bytes"),
+        (None, TypeError, "expected str, got NoneType"),
+        (123, TypeError, "expected str, got int"),
+        ("print(1)\x00", ValueError, "NUL byte at offset 8"),
+        ("x" * (1 << 20 + 1), ValueError, "over max_code_bytes"),
+    ],
+    ids=["bytes", "none", "int", "nul", "too-big"],
+)
+def test_bad_code_is_a_clear_error(code: object, exc: type[Exception], match: str) -> None:
+    sb = get_sandbox("process")
+    with pytest.raises(exc, match=match):
+        sb.run(code)  # type: ignore[arg-type]
+
+
+def test_bad_stdin_and_limits_type() -> None:
+    sb = get_sandbox("process")
+    with pytest.raises(TypeError, match="stdin: expected str, got bytes"):
+        sb.run("pass", stdin=b"x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="expected sandbox.Limits, got dict"):
+        sb.run("pass", limits={"timeout_s": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"timeout_s": -1},
+        {"timeout_s": 0},
+        {"timeout_s": 1e9},
+        {"timeout_s": float("nan")},
+        {"memory_mb": 1},
+        {"memory_mb": -256},
+        {"max_output_bytes": -5},
+        {"max_processes": 0},
+        {"cpu_time_s": -0.1},
+        {"max_open_files": 3},
+        {"timeout": 2},
+    ],
+    ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()),
+)
+def test_invalid_limits_are_validation_errors(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Limits(**kwargs)  # type: ignore[arg-type]
+
+
+def test_limits_are_frozen() -> None:
+    lim = Limits()
+    with pytest.raises(ValidationError):
+        lim.timeout_s = 3  # type: ignore[misc]
+
+
+def test_unknown_backend_suggests_a_fix() -> None:
+    with pytest.raises(UnknownBackendError, match="did you mean 'process'") as info:
+        Sandbox(backend="procss")
+    assert isinstance(info.value, ValueError)
+
+
+def test_run_many_names_the_bad_request_and_runs_nothing() -> None:
+    sb = get_sandbox("process")
+    with pytest.raises(ValueError, match="request 1: .*NUL byte"):
+        sb.run_many(["print(1)", "print(2)\x00", "print(3)"])
+
+
+def test_binary_garbage_as_code_is_a_program_error_not_a_crash(sb: Sandbox) -> None:
+    garbage = bytes(range(1, 256)).decode("latin-1") * 4 + "\udcff\ud800"
+    res = sb.run(garbage)
+    assert res.sandbox_error is None
+    assert res.exit_code == 1
+    assert "Error" in res.stderr
+
+
+def test_closed_sandbox_refuses_runs() -> None:
+    sb = Sandbox(workers=1)
+    sb.close()
+    with pytest.raises(sandbox.SandboxClosedError):
+        sb.run("pass")
+    sb.close()  # idempotent
+
+
+# ----------------------------------------------------------------------------- failures of ours
+
+
+def test_worker_killed_mid_run_is_replaced_and_the_run_answered() -> None:
+    sb = Sandbox(workers=1)
+    try:
+        pid_before = sb._backend.worker_pids()[0]  # type: ignore[union-attr]
+        out: list[ExecutionResult] = []
+        t = threading.Thread(target=lambda: out.append(sb.run("import time\ntime.sleep(1)\nprint('done')\n")))
+        t.start()
+        time.sleep(0.4)
+        os.kill(pid_before, signal.SIGKILL)
+        t.join()
+        res = out[0]
+        # retried once on a fresh worker, and the result says so; never a verdict on the program
+        assert res.sandbox_error is None and res.stdout == "done\n"
+        assert res.reruns == 1 and "worker failed" in (res.rerun_reason or "")
+        assert sb._backend.worker_pids()[0] != pid_before  # type: ignore[union-attr]
+        assert sb.run("print('next')").stdout == "next\n"
+    finally:
+        sb.close()
+
+
+def test_a_failure_twice_is_a_sandbox_error_not_a_verdict() -> None:
+    sb = Sandbox(workers=1)
+    stop = threading.Event()
+
+    def assassin() -> None:
+        # keeps killing whatever worker is current while the run is in flight
+        while not stop.is_set():
+            for pid in sb._backend.worker_pids():  # type: ignore[union-attr]
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.3)
+
+    try:
+        t = threading.Thread(target=assassin)
+        t.start()
+        res = sb.run("import time\ntime.sleep(3)\n")
+        stop.set()
+        t.join()
+        assert res.sandbox_error is not None and "failed twice" in res.sandbox_error
+        assert res.exit_code is None and not res.timeout_hit and not res.oom
+    finally:
+        stop.set()
+        sb.close()
+
+
+def test_starvation_decision() -> None:
+    o = Outcome(0)
+    o.killed_for, o.cpu_at_kill_s, o.run_delay_s = "wall", 0.1, 1.5
+    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is not None
+    o.run_delay_s = 0.05  # it was sleeping, not waiting for a CPU
+    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
+    o.run_delay_s, o.cpu_at_kill_s = 1.5, 1.9  # it had its CPU time
+    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
+    o.killed_for = "cpu"
+    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def test_cache_hits_are_marked_and_keyed_by_everything(tmp_path: Path) -> None:
+    cache = ResultCache(path=str(tmp_path / "cache.sqlite"))
+    with Sandbox(workers=1, cache=cache) as sb:
+        a = sb.run("print(41 + 1)", trace_id="a")
+        b = sb.run("print(41 + 1)", trace_id="b")
+        c = sb.run("print(41 + 1)", limits=Limits(memory_mb=128))
+        d = sb.run("print(41 + 1)", stdin="x")
+        t1 = sb.run("while True: pass", limits=Limits(timeout_s=0.3))
+        t2 = sb.run("while True: pass", limits=Limits(timeout_s=0.3))
+    assert not a.cached and b.cached and b.trace_id == "b" and b.stdout == a.stdout
+    assert not c.cached and not d.cached
+    assert not t1.cached and not t2.cached  # timeouts depend on load: never reused
+    with Sandbox(workers=1, cache=ResultCache(path=str(tmp_path / "cache.sqlite"))) as sb2:
+        assert sb2.run("print(41 + 1)").cached
+
+
+def test_cache_is_off_by_default() -> None:
+    sb = get_sandbox("process")
+    assert sb.cache is None
+    assert not sb.run("print(1)").cached and not sb.run("print(1)").cached
