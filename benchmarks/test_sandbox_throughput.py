@@ -44,7 +44,7 @@ def source(program: str) -> str:
 
 
 def problem(program: str) -> dict[str, Any]:
-    completion, test = PROGRAMS[program]
+    test = PROGRAMS[program][1]
     return {"task_id": f"bench/{program}", "prompt": "", "test": test, "entry_point": "f"}
 
 

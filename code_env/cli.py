@@ -49,9 +49,9 @@ def _limits_from(ns: argparse.Namespace) -> Limits:
 
 def _read_text(path: str, what: str) -> str:
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()  # noqa: SIM115
+        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
     except OSError as exc:
-        raise SystemExit(_usage_error(f"cannot read {what} {path!r}: {exc.strerror}"))
+        raise SystemExit(_usage_error(f"cannot read {what} {path!r}: {exc.strerror}")) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

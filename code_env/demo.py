@@ -14,6 +14,8 @@ from sandbox import BackendUnavailableError, ExecutionResult, Limits, Sandbox
 
 from .cli import verdict
 
+DEMO_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -21,7 +23,7 @@ class Sample:
     code: str
     expect: str
     stdin: str = ""
-    limits: Limits = Limits(timeout_s=2.0, memory_mb=256)
+    limits: Limits = DEMO_LIMITS
 
 
 def samples(port: int) -> list[Sample]:
@@ -53,7 +55,7 @@ def run_demo(backends: list[str], *, as_json: bool = False) -> int:
     listener.setblocking(False)
     port = listener.getsockname()[1]
     progs = samples(port)
-    rows: list[tuple[str, str, ExecutionResult | None, str]] = []
+    rows: list[tuple[str, str, ExecutionResult, str]] = []
     notes: list[str] = []
     started = time.monotonic()
     try:
@@ -77,18 +79,17 @@ def run_demo(backends: list[str], *, as_json: bool = False) -> int:
         listener.close()
     if as_json:
         for backend, name, res, expect in rows:
-            print(json.dumps({"backend": backend, "program": name, "expect": expect, "result": json.loads(res.model_dump_json()) if res else None}))
+            print(json.dumps({"backend": backend, "program": name, "expect": expect, "result": json.loads(res.model_dump_json())}))
         return 0
     header = ("backend", "program", "verdict", "exit", "signal", "wall ms", "cpu ms", "peak MB", "expected")
     table = [header]
     for backend, name, res, expect in rows:
-        assert res is not None
         table.append((backend, name, verdict(res), str(res.exit_code), str(res.signal_name or "-"),
                       f"{res.execution_time_ms:.0f}", f"{res.cpu_time_ms:.0f}",
                       f"{res.peak_memory_mb:.0f}" if res.peak_memory_mb is not None else "-", expect))  # fmt: skip
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for i, r in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()

@@ -12,6 +12,7 @@ non-daemon threads joined and ``atexit`` handlers run before the process ends.
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import sys
 
@@ -86,14 +87,13 @@ def install_seccomp(bpf: bytes) -> None:
     SeccompProgram(bpf).install()
 
 
-def std_streams() -> tuple[object, object, object]:
+def std_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
     """Text streams over fds 0, 1, 2 as ``python`` makes them for pipes. A worker builds them once
     before it forks (they hold no data yet), so each child only installs them."""
-    import io
 
     def text(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
         raw = io.FileIO(fd, mode, closefd=False)
-        buffered: io.BufferedIOBase = io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
+        buffered = io.BufferedReader(raw) if "r" in mode else io.BufferedWriter(raw)
         return io.TextIOWrapper(buffered, encoding="utf-8", errors=errors, line_buffering=False)
 
     return text(0, "rb", "surrogateescape"), text(1, "wb", "surrogateescape"), text(2, "wb", "backslashreplace")
@@ -106,7 +106,7 @@ def _write_fd2(message: str) -> None:
         pass
 
 
-def run_program(code: str, seed: int, streams: tuple[object, object, object] | None = None,
+def run_program(code: str, seed: int, streams: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None,
                 workdir: str | None = None) -> int:  # fmt: skip
     """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have."""
     import atexit
@@ -115,8 +115,10 @@ def run_program(code: str, seed: int, streams: tuple[object, object, object] | N
     import random
     import types
 
-    sys.stdin, sys.stdout, sys.stderr = streams or std_streams()  # type: ignore[assignment]
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+    stdin, stdout, stderr = streams or std_streams()
+    sys.stdin = sys.__stdin__ = stdin  # type: ignore[misc]
+    sys.stdout = sys.__stdout__ = stdout  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = stderr  # type: ignore[misc]
     sys.argv = [SOLUTION_FILENAME]
     if sys.path:
         sys.path[0] = workdir or os.getcwd()  # as for `python solution.py` run from the work dir

@@ -8,7 +8,6 @@ import fcntl
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass

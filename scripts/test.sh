@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 V=.venv/bin
-$V/ruff check sandbox code_env tests benchmarks
+$V/ruff check sandbox code_env tests benchmarks scripts
 $V/mypy
 set +e
 $V/python -m pytest tests "$@"

@@ -112,5 +112,8 @@ def test_soak_5000_runs_with_workers_killed_mid_run() -> None:
         sb.run_many(["pass"] * 20)
         assert me.num_fds() <= fds_before + 2
         assert me.memory_info().rss < rss_before + 64 * 2**20
-        children = me.children(recursive=True)
-        assert len(children) <= 2, children  # the two workers, nothing else
+        workers = set(sb._backend.worker_pids())  # type: ignore[union-attr]
+        for c in me.children(recursive=True):
+            # a worker, or the one child a worker keeps forked and waiting for its next program
+            assert c.pid in workers or c.ppid() in workers, c
+        assert len(me.children(recursive=True)) <= 2 * len(workers)

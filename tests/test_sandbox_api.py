@@ -148,7 +148,7 @@ def test_bad_stdin_and_limits_type() -> None:
     sb = get_sandbox("process")
     with pytest.raises(TypeError, match="stdin: expected str, got bytes"):
         sb.run("pass", stdin=b"x")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="expected sandbox.Limits, got dict"):
+    with pytest.raises(TypeError, match=r"expected sandbox\.Limits, got dict"):
         sb.run("pass", limits={"timeout_s": 1})  # type: ignore[arg-type]
 
 
@@ -188,7 +188,7 @@ def test_unknown_backend_suggests_a_fix() -> None:
 
 def test_run_many_names_the_bad_request_and_runs_nothing() -> None:
     sb = get_sandbox("process")
-    with pytest.raises(ValueError, match="request 1: .*NUL byte"):
+    with pytest.raises(ValueError, match=r"request 1: .*NUL byte"):
         sb.run_many(["print(1)", "print(2)\x00", "print(3)"])
 
 

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Run the benchmarks for real (pytest-benchmark) and copy their table into the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+.venv/bin/python -m pytest benchmarks -q --benchmark-columns=median,ops "$@"
+.venv/bin/python scripts/readme_tables.py

@@ -1,0 +1,40 @@
+"""Copy generated result tables into README.md between their markers:
+
+    <!-- BEGIN generated: benchmarks/results/sandbox.md -->
+    ...
+    <!-- END generated: benchmarks/results/sandbox.md -->
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PATTERN = re.compile(r"(<!-- BEGIN generated: (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=path) -->)", re.S)
+
+
+def main() -> int:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    missing: list[str] = []
+
+    def fill(m: re.Match[str]) -> str:
+        src = ROOT / m.group("path")
+        if not src.exists():
+            missing.append(m.group("path"))
+            return m.group(0)
+        return m.group(1) + src.read_text() + m.group(4)
+
+    new = PATTERN.sub(fill, text)
+    if missing:
+        print(f"not generated yet (run scripts/bench.sh): {', '.join(missing)}", file=sys.stderr)
+    if new != text:
+        readme.write_text(new)
+        print("README.md updated")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
