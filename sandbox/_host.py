@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 UID_BASE = 1_600_000_000
 UID_SPAN = 65_536
-LOCK_DIR = os.path.join(tempfile.gettempdir(), "code-env-uids")
+LOCK_DIR = os.path.join(tempfile.gettempdir(), f"code-env-uids-{os.getuid()}")
 
 
 @dataclass

@@ -93,11 +93,31 @@ class Outcome:
         self.stderr = Stream(cap)
 
 
+_PROC_FD: int | None = None
+
+
+def set_proc_dir(fd: int) -> None:
+    """Read process statistics through this handle on a /proc (a worker that has left the host's
+    filesystem keeps one on the host's)."""
+    global _PROC_FD
+    _PROC_FD = fd
+
+
+def _read_proc(path: str) -> bytes:
+    if _PROC_FD is None:
+        with open("/proc/" + path, "rb") as fh:
+            return fh.read()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=_PROC_FD)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
 def proc_cpu_s(pid: int) -> float:
     """CPU time of ``pid`` and its reaped children, from /proc (clock-tick resolution)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+        raw = _read_proc(f"{pid}/stat")
     except OSError:
         return 0.0
     fields = raw[raw.rfind(b")") + 2 :].split()
@@ -109,8 +129,7 @@ def proc_cpu_s(pid: int) -> float:
 def proc_run_delay_s(pid: int) -> float:
     """Seconds ``pid`` spent runnable but not running (waiting on a run queue)."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as fh:
-            parts = fh.read().split()
+        parts = _read_proc(f"{pid}/schedstat").split()
         return int(parts[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0

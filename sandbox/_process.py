@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from typing import Any
 
 from . import _child, _host, _seccomp
@@ -233,6 +234,9 @@ class ProcessBackend:
             raise
         for s in self._slots:
             self._idle.put(s)
+        reason = self.isolation.get("isolation_error")
+        if reason:
+            warnings.warn(f"the process sandbox runs with weak isolation: {reason}", RuntimeWarning, stacklevel=3)
 
     @property
     def isolation(self) -> dict[str, Any]:

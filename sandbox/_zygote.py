@@ -242,7 +242,19 @@ class Worker:
         self.pending: Pending | None = None
         self.last_disk_mb = 256
         self.isolated = False
-        if cfg.get("isolate", True):
+        # Handles on the host's /proc and our own pid namespace, taken before we leave the host's
+        # filesystem (an unprivileged worker cannot mount a /proc of its own).
+        _monitor.set_proc_dir(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        try:
+            self.own_pidns: int | None = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.own_pidns = None
+        if cfg.get("isolate", True) and os.geteuid() != 0:
+            self.info["isolation_error"] = (
+                "not root: no private namespaces or uid; seccomp (all sockets refused), rlimits and a "
+                "private work dir only. Run as root for full isolation."
+            )
+        elif cfg.get("isolate", True):
             try:
                 self.info.update(setup_isolation(cfg))
                 self.isolated = True
@@ -256,7 +268,11 @@ class Worker:
         self.uid_switch = os.geteuid() == 0
         self.pidns = False
         try:
-            self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            if self.own_pidns is None:
+                raise OSError("no handle on our own pid namespace")
+            if os.geteuid() != 0 or "user" in self.info.get("namespaces", []):
+                # inside a user namespace we could enter a new pid namespace but never come back
+                raise OSError("a pid namespace per run needs root")
             _linux.unshare(_linux.CLONE_NEWPID)
             _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
             self.pidns = True
@@ -284,6 +300,8 @@ class Worker:
             _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
                          f"size={disk_mb}m,mode=0755")  # fmt: skip
             self.disk_mb = disk_mb
+        if os.path.lexists(self.workdir):
+            self._clean_workdir()  # left by a run whose clean-up was interrupted
         os.mkdir(self.workdir, 0o700)
         if self.uid_switch:
             os.chown(self.workdir, self.uid, self.gid)
@@ -343,7 +361,7 @@ class Worker:
             try:
                 self.pending = self._spawn(disk_mb if disk_mb is not None else self.last_disk_mb)
             except OSError:
-                self.pending = None  # the next request forks on demand and reports any error
+                self.pending = None  # the next request forks on demand and reports the error
 
     def discard_pending(self) -> None:
         p, self.pending = self.pending, None
@@ -360,6 +378,13 @@ class Worker:
 
     def _spawn(self, disk_mb: int) -> Pending:
         self._prepare_workdir(disk_mb)
+        try:
+            return self._fork_child(disk_mb)
+        except BaseException:
+            self._clean_workdir()
+            raise
+
+    def _fork_child(self, disk_mb: int) -> Pending:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -375,10 +400,9 @@ class Worker:
         except OSError:
             for fd in pipes:
                 os.close(fd)
-            self._clean_workdir()
             raise
         finally:
-            if self.pidns and pid != 0:
+            if self.pidns and pid != 0 and self.own_pidns is not None:
                 _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
         if pid == 0:  # ------------------------------------------------ the child
             self._child(vsize, stdin_r, out_w, err_w, st_w, go_r)

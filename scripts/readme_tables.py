@@ -15,12 +15,30 @@ ROOT = Path(__file__).resolve().parents[1]
 PATTERN = re.compile(r"(<!-- BEGIN generated: (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=path) -->)", re.S)
 
 
+def limits_table() -> str:
+    """The `Limits` fields, defaults and units, straight from the model."""
+    sys.path.insert(0, str(ROOT))
+    from sandbox import Limits
+
+    rows = ["| field | default | meaning |", "|---|---|---|"]
+    for name, field in Limits.model_fields.items():
+        default = field.default
+        shown = "`timeout_s`" if name == "cpu_time_s" else f"`{default!r}`"
+        rows.append(f"| `{name}` | {shown} | {field.description} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"sandbox.Limits": limits_table}
+
+
 def main() -> int:
     readme = ROOT / "README.md"
     text = readme.read_text()
     missing: list[str] = []
 
     def fill(m: re.Match[str]) -> str:
+        if m.group("path") in GENERATORS:
+            return m.group(1) + GENERATORS[m.group("path")]() + m.group(4)
         src = ROOT / m.group("path")
         if not src.exists():
             missing.append(m.group("path"))
