@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+NCPU = max(os.cpu_count() or 1, 1)  # read at import: a worker later loses sight of /sys
 TAIL_BYTES = 4096
 READ_CHUNK = 1 << 16
 
@@ -171,7 +172,7 @@ def watch(w: Watch) -> Outcome:
     status = 0
     rusage = None
     try:
-        ncpu = max(os.cpu_count() or 1, 1)
+        ncpu = NCPU
         next_cpu_check = start + min(0.02, w.cpu_time_s / ncpu)
         while not exited:
             now = time.monotonic()

@@ -181,6 +181,8 @@ class _Slot:
             return "no log"
 
     def call(self, request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+        if self.proc is None:
+            self.start()  # stopped after an interruption
         if self.proc is None or self.proc.poll() is not None:
             raise WorkerFailure("worker is not running")
         try:
@@ -269,6 +271,11 @@ class ProcessBackend:
                 except Exception as exc2:  # the slot stays broken; the next call retries
                     failures.append(f"restart failed: {exc2}")
                 continue
+            except BaseException:
+                # interrupted (KeyboardInterrupt, ...) with a reply possibly still in flight: the
+                # pipe is out of step, so this worker is replaced before anyone else uses it
+                slot.stop(kill=True)
+                raise
             finally:
                 self._idle.put(slot)
             reply.pop("worker_ms", None)

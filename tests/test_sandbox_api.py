@@ -293,3 +293,20 @@ def test_cache_is_off_by_default() -> None:
     sb = get_sandbox("process")
     assert sb.cache is None
     assert not sb.run("print(1)").cached and not sb.run("print(1)").cached
+
+
+def test_an_interrupted_call_leaves_no_worker_out_of_step() -> None:
+    import _thread
+
+    sb = Sandbox(workers=1)
+    try:
+        timer = threading.Timer(0.3, _thread.interrupt_main)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            sb.run("import time\ntime.sleep(2)\nprint('late')\n")
+        timer.join()
+        # the late reply of the interrupted run must never be taken for this one's
+        assert sb.run("print('fresh')").stdout == "fresh\n"
+        assert sb.run("print('again')").stdout == "again\n"
+    finally:
+        sb.close()
