@@ -106,27 +106,33 @@ def _write_fd2(message: str) -> None:
         pass
 
 
-def run_program(code: str, seed: int, streams: tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper] | None = None,
-                workdir: str | None = None) -> int:  # fmt: skip
-    """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have."""
+def prepare_interpreter(workdir: str) -> None:
+    """Make this interpreter look like ``python solution.py`` started in ``workdir``: standard
+    streams over fds 0-2, ``sys.argv``, ``sys.path[0]``, none of our own modules in
+    ``sys.modules``. A worker does this once, before it forks (each child inherits it)."""
+    stdin, stdout, stderr = std_streams()
+    sys.stdin = sys.__stdin__ = stdin  # type: ignore[misc]
+    sys.stdout = sys.__stdout__ = stdout  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = stderr  # type: ignore[misc]
+    sys.argv = [SOLUTION_FILENAME]
+    if sys.path:
+        sys.path[0] = workdir
+    sys.dont_write_bytecode = True
+    sys.excepthook = sys.__excepthook__
+    ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote", "_paths")
+    for name in [m for m in sys.modules if m.split(".")[0] in ours]:
+        del sys.modules[name]  # still alive where they are used; just not importable by name
+
+
+def run_program(code: str, seed: int) -> int:
+    """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have.
+    The interpreter must have been through ``prepare_interpreter``."""
     import atexit
     import builtins
     import linecache
     import random
     import types
 
-    stdin, stdout, stderr = streams or std_streams()
-    sys.stdin = sys.__stdin__ = stdin  # type: ignore[misc]
-    sys.stdout = sys.__stdout__ = stdout  # type: ignore[misc]
-    sys.stderr = sys.__stderr__ = stderr  # type: ignore[misc]
-    sys.argv = [SOLUTION_FILENAME]
-    if sys.path:
-        sys.path[0] = workdir or os.getcwd()  # as for `python solution.py` run from the work dir
-    sys.dont_write_bytecode = True
-    sys.excepthook = sys.__excepthook__
-    ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote")
-    for name in [m for m in sys.modules if m.split(".")[0] in ours]:
-        del sys.modules[name]
     random.seed(seed)
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": builtins, "__file__": SOLUTION_FILENAME})
@@ -194,6 +200,7 @@ def main(argv: list[str]) -> None:
     with open(filter_path, "rb") as fh:
         bpf = fh.read()
     os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
+    prepare_interpreter(os.getcwd())
     try:
         install_seccomp(bpf)
     except OSError as exc:

@@ -60,7 +60,7 @@ class Watch:
     def __init__(self, *, pid: int, stdout_fd: int, stderr_fd: int, stdin_fd: int | None,
                  stdin_data: bytes, timeout_s: float, cpu_time_s: float, max_output_bytes: int,
                  kill_on_overflow: bool, status_fd: int | None = None, kill: Any = None,
-                 cpu_probe: Any = None, delay_probe: Any = None) -> None:  # fmt: skip
+                 cpu_probe: Any = None, delay_probe: Any = None, on_start: Any = None) -> None:  # fmt: skip
         self.pid = pid
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
@@ -74,6 +74,7 @@ class Watch:
         self.kill = kill
         self.cpu_probe = cpu_probe or (lambda: proc_cpu_s(pid))
         self.delay_probe = delay_probe or (lambda: proc_run_delay_s(pid))
+        self.on_start = on_start  # called once the clock runs (the worker forks the next child)
 
 
 class Outcome:
@@ -168,6 +169,8 @@ def watch(w: Watch) -> Outcome:
         else:
             poller.register(stdin_fd, select.POLLOUT)
     poller.register(pidfd, select.POLLIN)
+    if w.on_start is not None:
+        w.on_start()
     exited = False
     status = 0
     rusage = None

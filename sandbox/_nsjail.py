@@ -123,6 +123,9 @@ class NsjailBackend:
     def uids(self) -> list[int]:
         return [s.uid for s in self._all]
 
+    def waiting_pids(self) -> list[int]:
+        return []  # one jail per run, started on demand
+
     @property
     def isolation(self) -> dict[str, Any]:
         slot = self._all[0]

@@ -59,8 +59,9 @@ def seccomp_filters() -> dict[str, str]:
 
 
 class _Slot:
-    def __init__(self, index: int, isolate: bool) -> None:
+    def __init__(self, index: int, isolate: bool, default_limits: Limits) -> None:
         self.index = index
+        self.default_limits = default_limits
         self.isolate = isolate
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
@@ -72,6 +73,7 @@ class _Slot:
         self.info: dict[str, Any] = {}
         self.log_path = os.path.join(self.fallback_dir, "worker.log")
         self.runs = 0
+        self.next_pid: int | None = None  # the child the worker keeps waiting for the next run
 
     # -- lifecycle
     def start(self) -> None:
@@ -85,6 +87,7 @@ class _Slot:
             "cgroup_version": self.cgroup.version if self.cgroup else None,
             "isolate": self.isolate,
             "seccomp": seccomp_filters(),
+            "default_limits": self.default_limits.model_dump(),
         }
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
@@ -102,6 +105,7 @@ class _Slot:
             self.stop()
             raise RuntimeError(f"sandbox worker failed to start: {hello.get('error')}\n{hello.get('trace', '')}")
         self.info = hello["info"]
+        self.next_pid = hello.get("next_pid")
         if self.cgroup_note:
             self.info["memory_note"] = self.cgroup_note
 
@@ -196,6 +200,7 @@ class _Slot:
         except TimeoutError:
             raise WorkerFailure(f"watchdog: no answer from the worker within {budget:.1f}s") from None
         self.runs += 1
+        self.next_pid = reply.pop("next_pid", None)
         return reply
 
 
@@ -204,7 +209,7 @@ class ProcessBackend:
 
     name = "process"
 
-    def __init__(self, workers: int | None = None, *, isolate: bool = True) -> None:
+    def __init__(self, workers: int | None = None, *, isolate: bool = True, default_limits: Limits | None = None) -> None:
         n = workers if workers is not None else (os.cpu_count() or 1)
         if not isinstance(n, int) or n < 1 or n > 1024:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
@@ -215,7 +220,7 @@ class ProcessBackend:
         self._closed = False
         try:
             for i in range(n):
-                self._slots.append(_Slot(i, isolate))
+                self._slots.append(_Slot(i, isolate, default_limits or Limits()))
             errors: list[BaseException] = []
 
             def start(slot: _Slot) -> None:
@@ -252,6 +257,10 @@ class ProcessBackend:
     def uids(self) -> list[int]:
         """The private uids of the slots (every process of a run has one of them)."""
         return [s.uid for s in self._slots]
+
+    def waiting_pids(self) -> list[int]:
+        """The children the workers keep forked, set up and waiting for their next program."""
+        return [s.next_pid for s in self._slots if s.next_pid is not None and s.proc is not None]
 
     def worker_pids(self) -> list[int]:
         return [s.proc.pid for s in self._slots if s.proc is not None]

@@ -31,6 +31,8 @@ class Backend(Protocol):
     @property
     def uids(self) -> list[int]: ...
 
+    def waiting_pids(self) -> list[int]: ...
+
     @property
     def isolation(self) -> dict[str, Any]: ...
 
@@ -39,14 +41,15 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | None = None) -> Backend:
+def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | None = None,
+                 limits: Limits | None = None) -> Backend:  # fmt: skip
     if name not in BACKENDS:
         close = difflib.get_close_matches(str(name), BACKENDS, n=1)
         raise UnknownBackendError(str(name), list(BACKENDS), close[0] if close else None)
     if name in ("auto", "process"):
         from ._process import ProcessBackend
 
-        return ProcessBackend(workers)
+        return ProcessBackend(workers, default_limits=limits)
     from ._nsjail import NsjailBackend
 
     return NsjailBackend(workers, binary=nsjail_path)
@@ -79,7 +82,9 @@ class Sandbox:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
         self.default_limits = limits or Limits()
-        self._backend: Backend | None = make_backend(backend, workers=workers, nsjail_path=nsjail_path)
+        self._backend: Backend | None = make_backend(
+            backend, workers=workers, nsjail_path=nsjail_path, limits=self.default_limits
+        )
         self.backend_name = self._backend.name
         if cache is not None and not isinstance(cache, (bool, ResultCache)):
             raise TypeError(f"cache: expected bool or sandbox.ResultCache, got {type(cache).__name__}")
@@ -103,6 +108,10 @@ class Sandbox:
     def uids(self) -> list[int]:
         """The unprivileged uids runs execute as (for audits: no process of them may outlive a run)."""
         return self._live().uids
+
+    def waiting_pids(self) -> list[int]:
+        """Children the backend keeps forked and set up (as one of ``uids``) for the next run."""
+        return self._live().waiting_pids()
 
     def _live(self) -> Backend:
         if self._backend is None:

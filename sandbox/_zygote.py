@@ -240,7 +240,9 @@ class Worker:
         if self.cgroup is None:
             self.info["memory"] = "rlimit"
         self.pending: Pending | None = None
-        self.last_disk_mb = 256
+        # The limits the next run will most likely have (an RL job uses the same ones for every
+        # run): the waiting child applies them in advance and then only needs its program.
+        self.expected: dict[str, Any] = cfg["default_limits"]
         self.isolated = False
         # Handles on the host's /proc and our own pid namespace, taken before we leave the host's
         # filesystem (an unprivileged worker cannot mount a /proc of its own).
@@ -265,6 +267,9 @@ class Worker:
         else:
             self.workparent = WORK_PARENT
         self.workdir = os.path.join(self.workparent, "run")
+        # the waiting child's dir: root's and closed until it becomes the run's work dir (renamed,
+        # then handed over), so the run before it cannot plant files in it
+        self.nextdir = os.path.join(self.workparent, "next")
         self.uid_switch = os.geteuid() == 0
         self.pidns = False
         try:
@@ -285,24 +290,26 @@ class Worker:
             fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
             for fork in (False, True)
         }
-        # Built once: every child inherits them instead of building its own.
-        self.streams = _child.std_streams()
+        # Done once: every child inherits the run's environment and interpreter state.
         os.environ.clear()
         os.environ.update(_child.child_environment(self.workdir))
         self.info["seccomp"] = True
         self.info["uid"] = self.uid if self.uid_switch else os.getuid()
 
     # -- disk of the work dir
-    def _prepare_workdir(self, disk_mb: int) -> None:
+    def _mount_disk(self, disk_mb: int) -> None:
         if self.isolated and disk_mb != self.disk_mb:
             if self.disk_mb is not None:
                 _linux.umount2(WORK_PARENT, _linux.MNT_DETACH)
             _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
                          f"size={disk_mb}m,mode=0755")  # fmt: skip
             self.disk_mb = disk_mb
+
+    def _activate(self) -> None:
+        """The waiting child's dir becomes the run's work dir (its cwd follows the rename)."""
         if os.path.lexists(self.workdir):
             self._clean_workdir()  # left by a run whose clean-up was interrupted
-        os.mkdir(self.workdir, 0o700)
+        os.rename(self.nextdir, self.workdir)
         if self.uid_switch:
             os.chown(self.workdir, self.uid, self.gid)
 
@@ -355,13 +362,16 @@ class Worker:
         return second
 
     # -- the waiting child: forked ahead of the request, so the fork is off the critical path
-    def prefork(self, disk_mb: int | None = None) -> None:
+    def prefork(self) -> None:
         """Have a child forked and set up, waiting for its program (called while idle)."""
         if self.pending is None:
             try:
-                self.pending = self._spawn(disk_mb if disk_mb is not None else self.last_disk_mb)
+                self.pending = self._spawn(self.expected)
             except OSError:
                 self.pending = None  # the next request forks on demand and reports the error
+
+    def pending_pid(self) -> int | None:
+        return self.pending.pid if self.pending is not None else None
 
     def discard_pending(self) -> None:
         p, self.pending = self.pending, None
@@ -374,25 +384,40 @@ class Worker:
         os.waitpid(p.pid, 0)
         for fd in p.fds:
             os.close(fd)
-        self._clean_workdir()
+        _rmtree(self.nextdir)
 
-    def _spawn(self, disk_mb: int) -> Pending:
-        self._prepare_workdir(disk_mb)
+    def _spawn(self, limits: dict[str, Any]) -> Pending:
+        if self.pending is None:
+            self._mount_disk(limits["max_disk_mb"])  # never under a waiting child
+        if os.path.lexists(self.nextdir):
+            _rmtree(self.nextdir)
+        os.mkdir(self.nextdir, 0o700)
         try:
-            return self._fork_child(disk_mb)
+            return self._fork_child(limits)
         except BaseException:
-            self._clean_workdir()
+            _rmtree(self.nextdir)
             raise
 
-    def _fork_child(self, disk_mb: int) -> Pending:
+    def _early_fork(self, limits: dict[str, Any]) -> None:
+        """Fork the next run's child while this run's child runs (needs a pid namespace per run:
+        without one, the clean-up after a run would take the waiting child with it)."""
+        if self.pidns and self.pending is None:
+            try:
+                self.pending = self._spawn(limits)
+            except OSError:
+                self.pending = None
+
+    def _fork_child(self, limits: dict[str, Any]) -> Pending:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         st_r, st_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
+        # the child enters its dir through this handle: the dir may be renamed before it gets there
+        dir_fd = os.open(self.nextdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         vsize = _own_vsize()
         pid = -1
-        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w)
+        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w, dir_fd)
         if self.pidns:
             _linux.unshare(_linux.CLONE_NEWPID)
         try:
@@ -405,24 +430,24 @@ class Worker:
             if self.pidns and pid != 0 and self.own_pidns is not None:
                 _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
         if pid == 0:  # ------------------------------------------------ the child
-            self._child(vsize, stdin_r, out_w, err_w, st_w, go_r)
-        for fd in (stdin_r, out_w, err_w, st_w, go_r):
+            self._child(limits, vsize, stdin_r, out_w, err_w, st_w, go_r, dir_fd)
+        for fd in (stdin_r, out_w, err_w, st_w, go_r, dir_fd):
             os.close(fd)
-        return Pending(pid, disk_mb, stdin_w, out_r, err_r, st_r, go_w)
+        return Pending(pid, setup_key(limits), stdin_w, out_r, err_r, st_r, go_w)
 
     def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
-        disk_mb = limits["max_disk_mb"]
-        if self.pending is not None and self.pending.disk_mb != disk_mb:
-            self.discard_pending()  # its work dir has another size
-        p = self.pending or self._spawn(disk_mb)
+        if self.pending is not None and self.pending.key != setup_key(limits):
+            self.discard_pending()  # it was set up for other limits
+        p = self.pending or self._spawn(limits)
         self.pending = None
-        self.last_disk_mb = disk_mb
+        self.expected = limits
+        self._activate()
         oom_before = 0
         if self.cgroup is not None:
             self.cgroup.set_limit(limits["memory_mb"] * 1024 * 1024)
             self.cgroup.reset_peak()
             oom_before = self.cgroup.oom_kills()
-        payload = json.dumps({"code": req["code"], "limits": limits, "cpu": cpu_budget}).encode()
+        payload = json.dumps({"code": req["code"], "seed": limits["random_seed"]}).encode()
         try:
             try:
                 _write_all(p.go_w, struct.pack("<I", len(payload)) + payload)
@@ -442,6 +467,7 @@ class Worker:
                     kill_on_overflow=limits["on_output_overflow"] == "kill",
                     status_fd=p.st_r,
                     kill=self._killer(p.pid),
+                    on_start=lambda: self._early_fork(limits),
                 )
             )
         finally:
@@ -465,9 +491,12 @@ class Worker:
 
         return kill
 
-    def _child(self, vsize: int, stdin_r: int, out_w: int, err_w: int, st_w: int, go_r: int) -> None:
+    def _child(self, limits: dict[str, Any], vsize: int, stdin_r: int, out_w: int, err_w: int, st_w: int,
+               go_r: int, dir_fd: int) -> None:  # fmt: skip
+        """The forked child: set up completely for ``limits``, then wait for the program."""
         status_fd = st_w
         try:
+            os.fchdir(dir_fd)  # our dir, whatever its name is by now (it becomes the work dir)
             os.setsid()
             if self.cgroup is not None and self.cgroup.procs is not None:
                 os.write(self.cgroup.procs, b"0")  # "0": the writer itself, in any pid namespace
@@ -478,20 +507,18 @@ class Worker:
             status_fd = 3
             os.dup2(go_r, 4)
             os.closerange(5, _max_fd())
-            os.chdir(self.workdir)
-            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)
-            # wait for the program (the worker may keep us waiting for a long time)
-            (n,) = struct.unpack("<I", _read_exact(4, 4))
-            payload = json.loads(_read_exact(4, n))
-            os.close(4)
-            limits = payload["limits"]
-            _apply_rlimits(limits, payload["cpu"], vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
+            cpu = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
+            _apply_rlimits(limits, cpu, vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
             if self.uid_switch:
                 os.setgroups([])
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)
-                _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # a uid change clears it
+            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
             self.filters[limits["max_processes"] > 1].install()  # the environment is already the run's
+            # wait for the program (the worker may keep us waiting for a long time)
+            (n,) = struct.unpack("<I", _read_exact(4, 4))
+            payload = json.loads(_read_exact(4, n))
+            os.close(4)
             os.write(3, b"R")
             os.close(3)
         except BaseException as exc:
@@ -501,18 +528,27 @@ class Worker:
                 os._exit(SETUP_FAILED)
         status = 1
         try:
-            status = _child.run_program(payload["code"], int(limits["random_seed"]), self.streams, self.workdir)
+            status = _child.run_program(payload["code"], int(payload["seed"]))
         finally:
             os._exit(status)
+
+
+def setup_key(limits: dict[str, Any]) -> tuple[Any, ...]:
+    """What a waiting child has already applied: a request with other values needs another child."""
+    return tuple(limits[k] for k in SETUP_FIELDS)
+
+
+SETUP_FIELDS = ("timeout_s", "cpu_time_s", "memory_mb", "max_file_bytes", "max_disk_mb", "max_open_files",
+                "max_processes", "max_threads")  # fmt: skip
 
 
 class Pending:
     """A forked child waiting for its program, and the worker's ends of its pipes."""
 
-    __slots__ = ("disk_mb", "err_r", "go_w", "out_r", "pid", "st_r", "stdin_w")
+    __slots__ = ("err_r", "go_w", "key", "out_r", "pid", "st_r", "stdin_w")
 
-    def __init__(self, pid: int, disk_mb: int, stdin_w: int, out_r: int, err_r: int, st_r: int, go_w: int) -> None:
-        self.pid, self.disk_mb = pid, disk_mb
+    def __init__(self, pid: int, key: tuple[Any, ...], stdin_w: int, out_r: int, err_r: int, st_r: int, go_w: int) -> None:
+        self.pid, self.key = pid, key
         self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w = stdin_w, out_r, err_r, st_r, go_w
 
     @property
@@ -559,7 +595,7 @@ def _apply_rlimits(limits: dict[str, Any], cpu_budget: float, vsize: int, *, use
         (resource.RLIMIT_MSGQUEUE, (0, 0)),
     ]
     if nproc:  # counted per real uid: only meaningful when the run has a uid of its own
-        n = limits["max_processes"] + limits["max_threads"]
+        n = limits["max_processes"] + limits["max_threads"] + 1  # + the next run's waiting child
         pairs.append((resource.RLIMIT_NPROC, (n, n)))
     if use_as:
         limit = vsize + limits["memory_mb"] * 1024 * 1024
@@ -626,8 +662,11 @@ def serve() -> None:
     # side writes their GC headers (each write to a shared page costs a copy-on-write fault).
     gc.collect()
     gc.freeze()
+    # From here on this interpreter is the template of every run; the worker itself uses only the
+    # fds it holds (req_fd, resp_fd, its log on fd 2), never sys.std*.
+    _child.prepare_interpreter(worker.workdir)
     worker.prefork()
-    _send(resp_fd, {"ready": True, "info": worker.info})
+    _send(resp_fd, {"ready": True, "info": worker.info, "next_pid": worker.pending_pid()})
     while True:
         try:
             (n,) = struct.unpack("<I", _read_exact(req_fd, 4))
@@ -651,8 +690,10 @@ def serve() -> None:
             except BaseException:
                 pass
         res["worker_ms"] = round((time.monotonic() - started) * 1000, 3)
+        res["next_pid"] = worker.pending_pid()
         _send(resp_fd, res)
-        worker.prefork()
+        if worker.pending is None:
+            worker.prefork()  # not forked during the run (no pid namespace, or it failed)
 
 
 if __name__ == "__main__":

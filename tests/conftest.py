@@ -41,8 +41,9 @@ def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
 
 def assert_contained(sandbox: Sandbox) -> None:
     """Nothing a run started is still alive, and we have no zombie children."""
+    waiting = set(sandbox.waiting_pids())  # set up for the next run, not left over from the last
     for uid in sandbox.uids:
-        left = uid_processes(uid)
+        left = [p for p in uid_processes(uid) if p not in waiting]
         assert not left, f"processes of sandbox uid {uid} outlived their run: {left}"
     zombies = [c.pid for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
     assert not zombies, f"zombie children: {zombies}"
