@@ -322,7 +322,8 @@ def result_dict(o: Outcome, limits: dict[str, Any], *, peak_bytes: int | None, o
     killed_for = o.killed_for
     timeout_kind = None
     if killed_for == "wall":
-        timeout_kind = "wall"
+        # the wall clock fired first, but a program that had used its CPU budget was too slow
+        timeout_kind = "cpu" if o.cpu_at_kill_s >= 0.95 * cpu_budget else "wall"
     elif killed_for == "cpu" or o.signal in (signal.SIGXCPU,) or (
         o.signal == signal.SIGKILL and killed_for is None and o.cpu_s >= cpu_budget
     ):

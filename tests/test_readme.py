@@ -1,0 +1,22 @@
+"""The README is the user's front door: its quick start must run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_quick_start_runs() -> None:
+    text = README.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "no python block in the README"
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
+
+
+def test_generated_tables_are_present() -> None:
+    text = README.read_text()
+    assert "| `timeout_s` |" in text
+    assert "| code-env process backend |" in text, "run scripts/bench.sh to fill the performance table"
