@@ -15,6 +15,7 @@ import ctypes
 import io
 import os
 import sys
+import types
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -124,20 +125,66 @@ def prepare_interpreter(workdir: str) -> None:
         del sys.modules[name]  # still alive where they are used; just not importable by name
 
 
+def seed_random(seed: int) -> None:
+    """The program's ``random`` starts as after ``random.seed(seed)``. Seeded when the program
+    imports it (through a one-shot import hook), so programs that never use it never pay for it."""
+    if "random" in sys.modules:
+        sys.modules["random"].seed(seed)
+        return
+    sys.meta_path.insert(0, _SeedOnImport(seed))
+
+
+class _SeedOnImport:
+    """Finds nothing itself: lets the normal finders load ``random``, then seeds it."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name != "random":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec("random")
+        if spec is None or spec.loader is None:
+            return spec
+        loader, seed = spec.loader, self.seed
+
+        class SeedingLoader:
+            def create_module(self, spec: object) -> object:
+                return loader.create_module(spec)  # type: ignore[union-attr,arg-type]
+
+            def exec_module(self, module: types.ModuleType) -> None:
+                loader.exec_module(module)  # type: ignore[union-attr]
+                module.seed(seed)
+
+        spec.loader = SeedingLoader()  # type: ignore[assignment]
+        return spec
+
+
+def write_source(code: str, directory: str) -> None:
+    """Put the program where ``python solution.py`` would have it, so tracebacks show its lines."""
+    fd = os.open(os.path.join(directory, SOLUTION_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        data = code.encode("utf-8", "surrogatepass")
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
 def run_program(code: str, seed: int) -> int:
     """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have.
     The interpreter must have been through ``prepare_interpreter``."""
     import atexit
     import builtins
-    import linecache
-    import random
     import types
 
-    random.seed(seed)
+    seed_random(seed)
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": builtins, "__file__": SOLUTION_FILENAME})
     sys.modules["__main__"] = main
-    linecache.cache[SOLUTION_FILENAME] = (len(code), None, code.splitlines(True), SOLUTION_FILENAME)
     status = 0
     try:
         try:
@@ -201,6 +248,7 @@ def main(argv: list[str]) -> None:
         bpf = fh.read()
     os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
     prepare_interpreter(os.getcwd())
+    write_source(code, os.getcwd())
     try:
         install_seccomp(bpf)
     except OSError as exc:

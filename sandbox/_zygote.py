@@ -14,17 +14,17 @@ answers with a plain dict that the host turns into an ``ExecutionResult``.
 
 from __future__ import annotations
 
-# What every run needs, imported once here so that no child pays for it.
-# Kept lean on purpose: every module here makes each fork slower (page tables, at-fork hooks), so
-# no threading, shutil, dataclasses or pyseccomp (the host compiles the seccomp filter).
+# What every run needs, imported once here so that no child pays for it. Kept lean on purpose:
+# every module here makes each fork slower (page tables, copy-on-write, at-fork hooks), so no
+# threading, shutil, dataclasses, pyseccomp (the host compiles the seccomp filter), linecache
+# (tracebacks read solution.py from the work dir) or random (its at-fork hook would reseed it in
+# every child; the program's `random` is seeded when imported, see _child.seed_random).
 import atexit  # noqa: F401
 import gc
 import io  # noqa: F401
 import json
-import linecache  # noqa: F401
 import math
 import os
-import random  # noqa: F401
 import resource
 import signal
 import struct
@@ -442,6 +442,7 @@ class Worker:
         self.pending = None
         self.expected = limits
         self._activate()
+        _child.write_source(req["code"], self.workdir)
         oom_before = 0
         if self.cgroup is not None:
             self.cgroup.set_limit(limits["memory_mb"] * 1024 * 1024)

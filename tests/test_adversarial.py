@@ -373,7 +373,7 @@ def test_work_dir_is_private_and_fresh(sb: Sandbox) -> None:
     first = run(sb, "import os\nopen('left-behind.txt', 'w').write('x')\nprint(os.getcwd())\n")
     second = run(sb, "import os\nprint(sorted(os.listdir('.')))\n")
     assert first.exit_code == 0 and second.exit_code == 0
-    assert second.stdout.strip() == "[]"
+    assert second.stdout.strip() == "['solution.py']"  # its own source, as `python solution.py`
     assert not Path(first.stdout.strip(), "left-behind.txt").exists()  # not on the host either
 
 

@@ -50,7 +50,7 @@ def test_exit_codes_and_tracebacks_match_python(sb: Sandbox) -> None:
     results = sb.run_many(list(cases))
     assert [r.exit_code for r in results] == list(cases.values())
     assert "bye" in results[1].stderr
-    assert 'File "solution.py", line 1, in <module>' in results[4].stderr and "ZeroDivisionError" in results[4].stderr
+    assert 'File "solution.py", line 1, in <module>\n    1/0' in results[4].stderr and "ZeroDivisionError" in results[4].stderr
     assert "SyntaxError" in results[5].stderr
 
 
@@ -60,6 +60,9 @@ def test_program_sees_a_fixed_hash_seed_and_a_seeded_random(sb: Sandbox) -> None
     assert a.stdout == b.stdout
     c = sb.run(code, limits=Limits(random_seed=1))
     assert c.stdout.split()[0] == a.stdout.split()[0] and c.stdout != a.stdout
+    import random
+
+    assert a.stdout.split()[1] == repr(random.Random(0).random())  # exactly random.seed(0)
 
 
 def test_atexit_and_non_daemon_threads_run_as_in_python(sb: Sandbox) -> None:
