@@ -12,10 +12,18 @@ non-daemon threads joined and ``atexit`` handlers run before the process ends.
 from __future__ import annotations
 
 import ctypes
+import importlib.machinery
+import importlib.util
 import io
 import os
 import sys
 import types
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a worker imports nothing it does not need
+if TYPE_CHECKING:  # importlib.abc drags in tempfile, random, shutil...: never at run time
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+    from typing import Any
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -131,7 +139,8 @@ def seed_random(seed: int) -> None:
     if "random" in sys.modules:
         sys.modules["random"].seed(seed)
         return
-    sys.meta_path.insert(0, _SeedOnImport(seed))
+    finder: Any = _SeedOnImport(seed)  # a MetaPathFinder by protocol (no importlib.abc, see above)
+    sys.meta_path.insert(0, finder)
 
 
 class _SeedOnImport:
@@ -140,27 +149,28 @@ class _SeedOnImport:
     def __init__(self, seed: int) -> None:
         self.seed = seed
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        if name != "random":
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "random":
             return None
         sys.meta_path.remove(self)
-        import importlib.util
-
         spec = importlib.util.find_spec("random")
-        if spec is None or spec.loader is None:
-            return spec
-        loader, seed = spec.loader, self.seed
-
-        class SeedingLoader:
-            def create_module(self, spec: object) -> object:
-                return loader.create_module(spec)  # type: ignore[union-attr,arg-type]
-
-            def exec_module(self, module: types.ModuleType) -> None:
-                loader.exec_module(module)  # type: ignore[union-attr]
-                module.seed(seed)
-
-        spec.loader = SeedingLoader()  # type: ignore[assignment]
+        if spec is not None and spec.loader is not None:
+            spec.loader = _SeedingLoader(spec.loader, self.seed)  # type: ignore[assignment]
         return spec
+
+
+class _SeedingLoader:
+    def __init__(self, loader: Loader, seed: int) -> None:
+        self.loader, self.seed = loader, seed
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        module.seed(self.seed)
 
 
 def write_source(code: str, directory: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -56,9 +55,9 @@ def umount2(target: str, flags: int) -> None:
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
-    nr = _SYS_PIVOT_ROOT.get(platform.machine())
+    nr = _SYS_PIVOT_ROOT.get(os.uname().machine)
     if nr is None:
-        raise OSError(0, f"pivot_root: unknown syscall number on {platform.machine()}")
+        raise OSError(0, f"pivot_root: unknown syscall number on {os.uname().machine}")
     _check(_libc.syscall(ctypes.c_long(nr), new_root.encode(), put_old.encode()), "pivot_root")
 
 

@@ -15,7 +15,10 @@ import os
 import select
 import signal
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
+if TYPE_CHECKING:
+    from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = max(os.cpu_count() or 1, 1)  # read at import: a worker later loses sight of /sys

@@ -31,13 +31,16 @@ import struct
 import sys
 import time
 import types  # noqa: F401
-from typing import Any
 
 # Imported as plain modules (not the ``sandbox`` package): the worker never loads pydantic.
 import _child
 import _linux
 import _monitor
 import _paths
+
+TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
+if TYPE_CHECKING:
+    from typing import Any
 
 WORK_PARENT = "/sandbox"
 WORKDIR = "/sandbox/run"
