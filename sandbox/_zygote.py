@@ -501,6 +501,7 @@ class Worker:
         status_fd = st_w
         try:
             os.fchdir(dir_fd)  # our dir, whatever its name is by now (it becomes the work dir)
+            _child.set_process_name("code-env-run")
             os.setsid()
             if self.cgroup is not None and self.cgroup.procs is not None:
                 os.write(self.cgroup.procs, b"0")  # "0": the writer itself, in any pid namespace
@@ -644,6 +645,7 @@ def _send(fd: int, obj: dict[str, Any]) -> None:
 
 def serve() -> None:
     cfg = json.loads(sys.argv[1])
+    _child.set_process_name("code-env-worker")
     # Requests arrive on fd 0 and answers leave on fd 1; nothing else may write there.
     req_fd = os.dup(0)
     resp_fd = os.dup(1)
