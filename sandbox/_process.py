@@ -27,7 +27,7 @@ from .models import ExecutionResult, Limits
 log = logging.getLogger("sandbox.process")
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
-WATCHDOG_GRACE_S = 10.0
+WATCHDOG_GRACE_S = 5.0
 START_TIMEOUT_S = 60.0
 
 

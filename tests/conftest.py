@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -32,11 +33,33 @@ def get_sandbox(name: str) -> Sandbox:
     return _sandboxes[name]
 
 
+REPO = Path(__file__).resolve().parents[1]
+WATCHED_DIRS = [Path("/tmp"), Path("/root"), Path("/etc"), Path("/home"), REPO, REPO / "tests", REPO / "sandbox"]
+
+
+# the sandboxes' own (host-side) temp dirs and pytest's come and go with them
+OURS = ("pytest-of-", "code-env-root-", "code-env-work-", "code-env-nsjail-", "code-env-uids-")
+
+
+def host_files() -> set[str]:
+    """What is in the places a run must not write to (names only; cheap enough for every test)."""
+    seen: set[str] = set()
+    for d in WATCHED_DIRS:
+        try:
+            seen.update(str(p) for p in d.iterdir() if not p.name.startswith(OURS))
+        except OSError:
+            pass
+    return seen
+
+
 @pytest.fixture(params=BACKENDS)
 def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     sandbox = get_sandbox(request.param)
+    before = host_files()
     yield sandbox
     assert_contained(sandbox)
+    appeared = host_files() - before
+    assert not appeared, f"files appeared outside the work dir: {sorted(appeared)}"
 
 
 def assert_contained(sandbox: Sandbox) -> None:

@@ -313,3 +313,24 @@ def test_an_interrupted_call_leaves_no_worker_out_of_step() -> None:
         assert sb.run("print('again')").stdout == "again\n"
     finally:
         sb.close()
+
+
+@pytest.mark.slow
+def test_watchdog_replaces_a_hung_worker() -> None:
+    """A worker that stops answering (here: frozen with SIGSTOP mid-run) is killed after the
+    run's limit plus grace, replaced, and the run retried; nothing waits forever."""
+    sb = Sandbox(workers=1)
+    try:
+        pid = sb._backend.worker_pids()[0]  # type: ignore[union-attr]
+        out: list[ExecutionResult] = []
+        t = threading.Thread(target=lambda: out.append(sb.run("import time\ntime.sleep(0.3)\nprint('ok')\n", limits=Limits(timeout_s=0.5))))
+        t.start()
+        time.sleep(0.1)
+        os.kill(pid, signal.SIGSTOP)
+        t.join(timeout=60)
+        assert not t.is_alive()
+        res = out[0]
+        assert res.stdout == "ok\n" and res.reruns == 1 and "watchdog" in (res.rerun_reason or "")
+        assert sb._backend.worker_pids()[0] != pid  # type: ignore[union-attr]
+    finally:
+        sb.close()
