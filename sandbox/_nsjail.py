@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import py_compile
 import queue
 import re
 import shutil
@@ -102,7 +103,9 @@ class NsjailBackend:
         self.size = n
         self._dir = tempfile.mkdtemp(prefix="code-env-nsjail-")
         os.chmod(self._dir, 0o755)
-        shutil.copy(CHILD_SCRIPT, os.path.join(self._dir, "_child.py"))
+        # compiled once: a .py started with -B would be compiled again for every run (~6 ms)
+        py_compile.compile(CHILD_SCRIPT, cfile=os.path.join(self._dir, "_child.pyc"), doraise=True)
+        os.chmod(os.path.join(self._dir, "_child.pyc"), 0o644)
         for fork in (False, True):
             _seccomp.filter_file(self._dir, allow_fork=fork, allow_unix_sockets=True)
         self._slots: queue.Queue[_Slot] = queue.Queue()
@@ -190,7 +193,7 @@ class NsjailBackend:
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         fork = "fork" if limits.max_processes > 1 else "nofork"
-        cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.py", "/code/solution.py",
+        cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", "/code/solution.py",
                 f"/sbx/seccomp-{fork}-unix.bpf", str(limits.random_seed), *map(str, fds)]  # fmt: skip
         return cmd
 
