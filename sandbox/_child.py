@@ -19,8 +19,8 @@ import types
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: a worker imports nothing it does not need
 if TYPE_CHECKING:  # importlib.abc drags in tempfile, random, shutil...: never at run time
-    from collections.abc import Sequence
     import importlib.machinery
+    from collections.abc import Sequence
     from importlib.abc import Loader
     from typing import Any
 
