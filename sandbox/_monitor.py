@@ -177,6 +177,27 @@ def watch(w: Watch) -> Outcome:
     exited = False
     status = 0
     rusage = None
+
+    def take_output(fd: int) -> bool:
+        """Read what ``fd`` has; returns True when this chunk first overflowed its stream's cap."""
+        chunk = _read(fd)
+        if chunk is None:
+            return False
+        if not chunk:
+            poller.unregister(fd)
+            del fds[fd]
+            return False
+        return (out.stdout if fds[fd] == "stdout" else out.stderr).feed(chunk)
+
+    def take_status(fd: int) -> None:
+        nonlocal status_buf, setup_done
+        chunk = _read(fd)
+        if chunk:
+            status_buf += chunk
+            setup_done = setup_done or status_buf[:1] == b"R"
+        elif chunk is not None:
+            poller.unregister(fd)
+
     try:
         ncpu = NCPU
         next_cpu_check = start + min(0.02, w.cpu_time_s / ncpu)
@@ -207,13 +228,7 @@ def watch(w: Watch) -> Outcome:
                     _, status, rusage = os.wait4(w.pid, 0)
                     exited = True
                 elif fd == w.status_fd:
-                    chunk = _read(fd)
-                    if chunk:
-                        status_buf += chunk
-                        if status_buf[:1] == b"R":
-                            setup_done = True
-                    elif chunk is not None:
-                        poller.unregister(fd)
+                    take_status(fd)
                 elif fd == stdin_fd:
                     if ev & (select.POLLERR | select.POLLHUP):
                         poller.unregister(fd)
@@ -226,15 +241,7 @@ def watch(w: Watch) -> Outcome:
                         os.close(fd)
                         stdin_fd = None
                 elif fd in fds:
-                    chunk = _read(fd)
-                    if chunk is None:
-                        continue
-                    if not chunk:
-                        poller.unregister(fd)
-                        del fds[fd]
-                        continue
-                    stream = out.stdout if fds[fd] == "stdout" else out.stderr
-                    if stream.feed(chunk) and w.kill_on_overflow and out.killed_for is None:
+                    if take_output(fd) and w.kill_on_overflow and out.killed_for is None:
                         out.killed_for = "output"
                         kill(signal.SIGKILL)
         out.wall_s = time.monotonic() - start
@@ -244,20 +251,9 @@ def watch(w: Watch) -> Outcome:
         while fds and time.monotonic() < drain_deadline:
             for fd, _ev in poller.poll(50):
                 if fd in fds:
-                    chunk = _read(fd)
-                    if chunk is None:
-                        continue
-                    if not chunk:
-                        poller.unregister(fd)
-                        del fds[fd]
-                        continue
-                    (out.stdout if fds[fd] == "stdout" else out.stderr).feed(chunk)
+                    take_output(fd)
                 elif fd == w.status_fd:
-                    chunk = _read(fd)
-                    if chunk:
-                        status_buf += chunk
-                    elif chunk is not None:
-                        poller.unregister(fd)
+                    take_status(fd)
     finally:
         os.close(pidfd)
         if stdin_fd is not None:
