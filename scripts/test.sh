@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 V=.venv/bin
-$V/ruff check sandbox code_env tests benchmarks scripts
+$V/ruff check sandbox code_env registry tests benchmarks scripts
+$V/python -m registry.build_builtin --check
 $V/mypy
 set +e
 $V/python -m pytest tests "$@"

@@ -1,0 +1,87 @@
+"""``grade(task, code)``: the reward of a program for a task, outside any episode — the same
+function the environment, GRPO and the TRL/verl adapters use."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from pydantic import BaseModel, Field
+
+from registry import Task
+from registry.verify import CaseResult, Verification, verify
+from sandbox import Sandbox
+
+from .reward import RewardBreakdown, RewardConfig
+
+_default_sandbox: Sandbox | None = None
+_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """A process-wide sandbox (process backend, one worker per core), made on first use."""
+    global _default_sandbox
+    with _lock:
+        if _default_sandbox is None:
+            _default_sandbox = Sandbox()
+            atexit.register(_default_sandbox.close)
+        return _default_sandbox
+
+
+class Grade(BaseModel):
+    """A program's reward for a task, and everything that explains it. ``reward`` is None when the
+    sandbox itself failed (``sandbox_error``): such a sample must be skipped, not scored."""
+
+    problem_id: str
+    reward: float | None
+    breakdown: RewardBreakdown
+    feedback: list[CaseResult] = Field(default_factory=list, description="public tests only")
+    sandbox_error: str | None = None
+
+
+def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
+    """The reward tier of a verification (public, and hidden when it ran)."""
+    pp, pt = public.passed, public.total
+    hp, ht = (hidden.passed, hidden.total) if hidden is not None else (0, 0)
+    counts = {"public_passed": pp, "public_total": pt, "hidden_passed": hp, "hidden_total": ht}
+    errors = [v.sandbox_error for v in (public, hidden) if v is not None and v.sandbox_error]
+    if errors:
+        return RewardBreakdown(tier="sandbox_error", reward=None, explanation=f"sandbox failure: {errors[0]}", **counts)
+    if public.syntax_error:
+        return RewardBreakdown(tier="syntax_error", reward=config.syntax_error, explanation=public.syntax_error, **counts)
+    if pt and pp == pt:
+        if hidden is not None and ht and hp == ht:
+            return RewardBreakdown(tier="all_tests", reward=config.all_tests, explanation="every public and hidden test passed", **counts)
+        why = "every public test passed" + (f"; {hp}/{ht} hidden" if hidden is not None else "")
+        return RewardBreakdown(tier="all_public", reward=config.all_public, explanation=why, **counts)
+    if public.timeout or any(c.status == "timeout" for c in public.cases):
+        return RewardBreakdown(tier="timeout", reward=config.timeout, explanation="a public test ran out of time", **counts)
+    if public.oom:
+        return RewardBreakdown(tier="oom", reward=config.oom, explanation="the program ran out of memory", **counts)
+    reward = config.partial_max * pp / pt if pt else 0.0
+    why = f"{pp}/{pt} public tests passed" + (f" ({public.load_error})" if public.load_error else "")
+    return RewardBreakdown(tier="partial", reward=round(reward, 6), explanation=why, **counts)
+
+
+def grade(task: Task, code: str, *, sandbox: Sandbox | None = None, config: RewardConfig | None = None,
+          hidden: bool = True, trace_id: str | None = None) -> Grade:  # fmt: skip
+    """Run ``code`` on the task's public tests (and hidden tests, unless ``hidden=False``)."""
+    if not isinstance(task, Task):
+        raise TypeError(f"task: expected registry.Task, got {type(task).__name__}")
+    if not isinstance(code, str):
+        raise TypeError(f"code: expected str, got {type(code).__name__}")
+    sb = sandbox or default_sandbox()
+    cfg = config or RewardConfig()
+    tid = trace_id or f"{task.problem_id}/0/0"
+    pub = verify(task, code, sb, which="public", trace_id=f"{tid}/public")
+    hid = None
+    if hidden and task.hidden_tests and not pub.syntax_error and not pub.sandbox_error:
+        hid = verify(task, code, sb, which="hidden", trace_id=f"{tid}/hidden")
+    breakdown = aggregate(pub, hid, cfg)
+    return Grade(
+        problem_id=task.problem_id,
+        reward=breakdown.reward,
+        breakdown=breakdown,
+        feedback=pub.cases,
+        sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
+    )

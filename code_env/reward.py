@@ -1,0 +1,88 @@
+"""The reward: one number from a verification, and the breakdown that explains it.
+
+Tiers (defaults; every one configurable from a TOML or JSON file, validated):
+
+| outcome | reward |
+|---|---|
+| the program does not compile | ``syntax_error`` = -1.0 |
+| a public test ran out of time (and not all public tests passed) | ``timeout`` = -0.5 |
+| a public test ran out of memory (and not all passed) | ``oom`` = -0.5 |
+| k of n public tests pass | ``partial_max * k / n`` (0 … 0.6) |
+| every public test passes | ``all_public`` = 0.8 |
+| every public and hidden test passes | ``all_tests`` = 1.0 |
+| an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
+| a failure of the sandbox itself | no reward (``None``): never scored as a wrong answer |
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+Tier = Literal["syntax_error", "timeout", "oom", "partial", "all_public", "all_tests", "budget_exhausted", "sandbox_error"]
+
+
+class RewardConfig(BaseModel):
+    """Reward values per tier. Unknown fields are an error (a typo must not fall back silently)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    syntax_error: float = -1.0
+    timeout: float = -0.5
+    oom: float = -0.5
+    partial_max: float = Field(0.6, ge=0)
+    all_public: float = 0.8
+    all_tests: float = 1.0
+    budget_exhausted: float = -0.1
+    process_bonus: float = Field(0.05, ge=0, le=0.2, description="per verified revision in multi-turn episodes")
+    process_bonus_cap: float = Field(0.1, ge=0, le=0.3)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RewardConfig:
+        if not self.partial_max <= self.all_public <= self.all_tests:
+            raise ValueError(
+                f"expected partial_max <= all_public <= all_tests, got {self.partial_max}, {self.all_public}, {self.all_tests}"
+            )
+        return self
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RewardConfig:
+        """Read a ``.toml`` or ``.json`` file (a ``[reward]`` table, or the top level)."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read reward config {p}: {exc.strerror}") from None
+        try:
+            data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from None
+        if isinstance(data, dict) and isinstance(data.get("reward"), dict):
+            data = data["reward"]
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"{p}: {field}: {err['msg']}") from None
+
+
+class RewardBreakdown(BaseModel):
+    """Why the reward is what it is."""
+
+    tier: Tier
+    reward: float | None
+    public_passed: int = 0
+    public_total: int = 0
+    hidden_passed: int = 0
+    hidden_total: int = 0
+    explanation: str = ""

@@ -1,0 +1,142 @@
+"""What a task is: ``Task`` and ``TestCase`` (pydantic), ``Comparator`` (data, not code), and the
+JSONL round trip whose errors name the file, the line and the field."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import TaskFileError
+
+ComparatorKind = Literal["exact", "float", "unordered", "whitespace", "tokens"]
+
+
+class Comparator(BaseModel):
+    """How an output is compared with the expected one, in the trusted parent.
+
+    ``exact``: equal after JSON normalisation (tuples are lists); ``float``: numbers within
+    ``abs_tol`` or ``rel_tol`` (recursively through lists and dicts); ``unordered``: equal as
+    multisets (top-level list); ``whitespace``: stdout equal after collapsing runs of whitespace and
+    trimming the ends; ``tokens``: stdout equal token by token (numbers compared as floats within
+    the tolerances).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ComparatorKind = "exact"
+    abs_tol: float = Field(1e-9, ge=0)
+    rel_tol: float = Field(1e-9, ge=0)
+
+
+class TestCase(BaseModel):
+    """One test. Function tests: ``args``/``kwargs`` and ``expected``; stdio tests: ``stdin`` and
+    ``expected_stdout``. The expected side never enters the sandbox."""
+
+    __test__ = False  # not a pytest class
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None
+    stdin: str | None = None
+    expected_stdout: str | None = None
+    comparator: Comparator = Comparator()
+
+    @property
+    def is_stdio(self) -> bool:
+        return self.stdin is not None or self.expected_stdout is not None
+
+    def describe_input(self) -> str:
+        if self.is_stdio:
+            return repr(self.stdin)
+        parts = [json.dumps(a) for a in self.args] + [f"{k}={json.dumps(v)}" for k, v in self.kwargs.items()]
+        return ", ".join(parts)
+
+
+class Task(BaseModel):
+    """A programming problem with its reference solution and its public and hidden tests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    problem_id: str = Field(min_length=1)
+    prompt: str
+    kind: Literal["function", "stdio"]
+    entry_point: str | None = None
+    starter_code: str = ""
+    reference_solution: str
+    public_tests: list[TestCase] = Field(min_length=1)
+    hidden_tests: list[TestCase] = Field(default_factory=list)
+    timeout_s: float = Field(2.0, gt=0, le=600)
+    memory_mb: int = Field(256, ge=32, le=65536)
+    difficulty: int = Field(1, ge=1, le=5)
+    tags: list[str] = Field(default_factory=list)
+    source: str = "unknown"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Task:
+        if self.kind == "function" and not self.entry_point:
+            raise ValueError("a function task needs an entry_point")
+        for where, cases in (("public_tests", self.public_tests), ("hidden_tests", self.hidden_tests)):
+            for i, case in enumerate(cases):
+                if self.kind == "stdio" and (case.stdin is None or case.expected_stdout is None):
+                    raise ValueError(f"{where}[{i}]: a stdio test needs stdin and expected_stdout")
+                if self.kind == "function" and case.is_stdio:
+                    raise ValueError(f"{where}[{i}]: a function test has args/kwargs/expected, not stdin")
+                if self.kind == "function" and not _json_ok(case.expected):
+                    raise ValueError(f"{where}[{i}]: expected is not JSON-serialisable (or not finite)")
+        return self
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return not (isinstance(value, float) and not math.isfinite(value))
+
+
+# ----------------------------------------------------------------------------- JSONL
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    """Tasks from a JSONL file (one task per line; blank lines and ``#`` lines skipped)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskFileError(str(p), None, None, "no such file") from None
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(str(p), None, None, f"not UTF-8 text (byte offset {exc.start})") from None
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(str(p), lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(raw, dict):
+            raise TaskFileError(str(p), lineno, None, f"expected a JSON object, got {type(raw).__name__}")
+        try:
+            task = Task.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or None
+            raise TaskFileError(str(p), lineno, field, err["msg"]) from None
+        if task.problem_id in seen:
+            raise TaskFileError(str(p), lineno, "problem_id", f"duplicate of line {seen[task.problem_id]}")
+        seen[task.problem_id] = lineno
+        tasks.append(task)
+    return tasks
+
+
+def write_tasks(tasks: Iterable[Task], path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for t in tasks:
+            fh.write(t.model_dump_json() + "\n")

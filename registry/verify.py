@@ -1,0 +1,245 @@
+"""Running a candidate program against a task's tests — the rule that defeats reward hacking:
+the sandbox receives the program and the test *inputs*; it returns outputs, serialised; the
+comparison with the expected values runs here, in the trusted parent.
+
+Function tasks: one sandbox run per test group executes the program once (as a module named
+``__solution__``) and calls the entry point on every input, each call timed; results leave on the
+original stdout, tagged with a per-run nonce, while the program's own prints go to stderr. Stdio
+tasks: one run per test, all at once through ``run_many``. Public and hidden tests never share a
+run, so a program cannot echo hidden inputs into feedback the agent sees.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sandbox import ExecutionResult, Limits, RunRequest, Sandbox
+
+from .comparators import stdout_equal, values_equal
+from .schema import Task, TestCase
+
+CaseStatus = Literal["passed", "failed", "error", "timeout", "missing"]
+FEEDBACK_CHARS = 2000
+
+# Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases"} from stdin.
+DRIVER = r'''
+import json, os, sys, time, traceback
+_spec = json.loads(sys.stdin.read())
+_out = os.dup(1)
+os.dup2(2, 1)
+_nonce = _spec.pop("nonce")
+def _emit(obj):
+    os.write(_out, (_nonce + " " + json.dumps(obj) + "\n").encode())
+def _plain(x):
+    if isinstance(x, (set, frozenset)):
+        try:
+            return sorted(x)
+        except TypeError:
+            return list(x)
+    raise TypeError(f"return value of type {type(x).__name__} is not JSON data")
+_ns = {"__name__": "__solution__", "__builtins__": __builtins__, "__file__": "candidate.py"}
+try:
+    with open("candidate.py", "w", encoding="utf-8", errors="surrogatepass") as _fh:
+        _fh.write(_spec["code"])  # so that tracebacks can show the candidate's lines
+    exec(compile(_spec["code"], "candidate.py", "exec"), _ns)
+    _fn = _ns.get(_spec["entry_point"])
+    if not callable(_fn):
+        raise NameError(f"solution.py defines no function {_spec['entry_point']!r}")
+except BaseException as _e:
+    _emit({"load_error": type(_e).__name__, "message": str(_e)[:500], "traceback": traceback.format_exc()[-2000:]})
+    os._exit(0)
+for _i, _case in enumerate(_spec["cases"]):
+    _t = time.perf_counter()
+    try:
+        _r = _fn(*_case["args"], **_case["kwargs"])
+        _s = time.perf_counter() - _t
+        try:
+            _emit({"i": _i, "value": json.dumps(_r, default=_plain), "s": _s})
+        except (TypeError, ValueError) as _e:
+            _emit({"i": _i, "error": "TypeError", "message": str(_e)[:500], "s": _s})
+    except BaseException as _e:
+        _emit({"i": _i, "error": type(_e).__name__, "message": str(_e)[:500],
+               "traceback": traceback.format_exc()[-2000:], "s": time.perf_counter() - _t})
+try:
+    sys.stdout.flush()
+except BaseException:
+    pass
+os._exit(0)
+'''
+
+SYNTAX_CHECK = r'''
+import sys
+try:
+    compile(sys.stdin.read(), "solution.py", "exec")
+except (SyntaxError, ValueError) as e:
+    print(f"{type(e).__name__}: {e}")
+    sys.exit(1)
+'''
+
+
+class CaseResult(BaseModel):
+    """One test's outcome. ``expected`` and ``got`` are shown only for public tests."""
+
+    index: int
+    status: CaseStatus
+    input: str = ""
+    expected: str | None = None
+    got: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    elapsed_ms: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+class Verification(BaseModel):
+    """Everything a grader needs: per-case results and what went wrong with the run."""
+
+    cases: list[CaseResult] = Field(default_factory=list)
+    syntax_error: str | None = None
+    load_error: str | None = None
+    timeout: bool = False
+    oom: bool = False
+    sandbox_error: str | None = None
+    executions: list[ExecutionResult] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+    @property
+    def total(self) -> int:
+        return len(self.cases)
+
+
+def limits_for(task: Task, n_cases: int) -> Limits:
+    """One call per case, each with the task's time budget; the run gets them all plus start-up."""
+    timeout = min(task.timeout_s * max(n_cases, 1) + 1.0, 600.0)
+    return Limits(timeout_s=timeout, cpu_time_s=timeout, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
+
+
+def verify(task: Task, code: str, sandbox: Sandbox, *, which: Literal["public", "hidden"] = "public",
+           trace_id: str | None = None) -> Verification:  # fmt: skip
+    """Run ``code`` against the task's public or hidden tests."""
+    cases = task.public_tests if which == "public" else task.hidden_tests
+    if not cases:
+        return Verification()
+    if task.kind == "function":
+        return _verify_function(task, code, cases, sandbox, show=which == "public", trace_id=trace_id)
+    return _verify_stdio(task, code, cases, sandbox, show=which == "public", trace_id=trace_id)
+
+
+def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox, *, show: bool,
+                     trace_id: str | None) -> Verification:  # fmt: skip
+    nonce = secrets.token_hex(16)
+    spec = {"nonce": nonce, "code": code, "entry_point": task.entry_point,
+            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in cases]}  # fmt: skip
+    res = sb.run(DRIVER, stdin=json.dumps(spec), limits=limits_for(task, len(cases)), trace_id=trace_id)
+    v = Verification(executions=[res], timeout=res.timeout_hit, oom=res.oom, sandbox_error=res.sandbox_error)
+    if res.sandbox_error:
+        return v
+    found: dict[int, dict[str, Any]] = {}
+    conflicts: set[int] = set()
+    for line in res.stdout.splitlines():
+        tag, _, body = line.partition(" ")
+        if tag != nonce:
+            continue
+        try:
+            msg = json.loads(body)
+        except json.JSONDecodeError:
+            continue
+        if "load_error" in msg:
+            kind = msg["load_error"]
+            text = f"{kind}: {msg.get('message', '')}"
+            if kind == "SyntaxError" or kind == "IndentationError" or kind == "TabError":
+                v.syntax_error = text
+            else:
+                v.load_error = text
+            continue
+        i = msg.get("i")
+        if isinstance(i, int) and 0 <= i < len(cases):
+            if i in found:
+                conflicts.add(i)  # two answers for one call: someone forged a line
+            found[i] = msg
+    for i, case in enumerate(cases):
+        msg = found.get(i)
+        r = CaseResult(index=i, status="missing", input=case.describe_input() if show else "")
+        if show:
+            r.expected = _short(json.dumps(case.expected))
+        if i in conflicts:
+            r.status, r.error = "error", "conflicting results for this call"
+        elif msg is None:
+            r.status = "timeout" if res.timeout_hit else "missing"
+            r.error = "the program stopped before this call returned" if not res.timeout_hit else "time limit"
+        elif "error" in msg:
+            r.status, r.error = "error", _short(f"{msg['error']}: {msg.get('message', '')}")
+            r.traceback = _short(msg.get("traceback")) if show else None
+            r.elapsed_ms = _ms(msg.get("s"))
+        else:
+            r.elapsed_ms = _ms(msg.get("s"))
+            try:
+                got = json.loads(msg["value"])
+            except (json.JSONDecodeError, TypeError, KeyError):
+                r.status, r.error = "error", "malformed result"
+            else:
+                if r.elapsed_ms is not None and r.elapsed_ms > task.timeout_s * 1000:
+                    r.status, r.error = "timeout", f"call took {r.elapsed_ms:.0f} ms (limit {task.timeout_s:g} s)"
+                else:
+                    r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
+                if show:
+                    r.got = _short(msg["value"])
+        if not show:
+            r.input = ""
+        v.cases.append(r)
+    return v
+
+
+def _verify_stdio(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox, *, show: bool,
+                  trace_id: str | None) -> Verification:  # fmt: skip
+    lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
+    check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
+    runs = [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}") for i, c in enumerate(cases)]
+    results = sb.run_many([check, *runs])
+    syntax, outs = results[0], results[1:]
+    v = Verification(executions=results)
+    errors = [r.sandbox_error for r in results if r.sandbox_error]
+    if errors:
+        v.sandbox_error = errors[0]
+        return v
+    if syntax.exit_code != 0:
+        v.syntax_error = syntax.stdout.strip() or "the program does not compile"
+    v.timeout = any(r.timeout_hit for r in outs)
+    v.oom = any(r.oom for r in outs)
+    for i, (case, res) in enumerate(zip(cases, outs, strict=True)):
+        r = CaseResult(index=i, status="failed", input=_short(case.stdin or "") if show else "",
+                       elapsed_ms=res.execution_time_ms)  # fmt: skip
+        if show:
+            r.expected = _short(case.expected_stdout or "")
+            r.got = _short(res.stdout)
+        if res.timeout_hit:
+            r.status, r.error = "timeout", "time limit"
+        elif res.exit_code != 0:
+            r.status = "error"
+            r.error = _short(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.exit_code}")
+            r.traceback = _short(res.stderr) if show else None
+        elif stdout_equal(case.expected_stdout or "", res.stdout, case.comparator):
+            r.status = "passed"
+        v.cases.append(r)
+    return v
+
+
+def _short(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS] + "…[truncated]"
+
+
+def _ms(seconds: Any) -> float | None:
+    return round(float(seconds) * 1000, 3) if isinstance(seconds, (int, float)) else None
