@@ -155,8 +155,10 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
             msg = json.loads(body)
         except json.JSONDecodeError:
             continue
+        if not isinstance(msg, dict):
+            continue  # the sandbox's output is data from an untrusted program: check its shape
         if "load_error" in msg:
-            kind = msg["load_error"]
+            kind = str(msg["load_error"])
             text = f"{kind}: {msg.get('message', '')}"
             if kind == "SyntaxError" or kind == "IndentationError" or kind == "TabError":
                 v.syntax_error = text
@@ -186,7 +188,7 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
             r.elapsed_ms = _ms(msg.get("s"))
             try:
                 got = json.loads(msg["value"])
-            except (json.JSONDecodeError, TypeError, KeyError):
+            except (json.JSONDecodeError, TypeError, KeyError, RecursionError):
                 r.status, r.error = "error", "malformed result"
             else:
                 if r.elapsed_ms is not None and r.elapsed_ms > task.timeout_s * 1000:
@@ -194,7 +196,7 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
                 else:
                     r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
                 if show:
-                    r.got = _short(msg["value"])
+                    r.got = _short(str(msg.get("value")))
         if not show:
             r.input = ""
         v.cases.append(r)

@@ -1,0 +1,128 @@
+"""The task schema, its JSONL round trip and errors, comparators, and the builtin set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import registry
+from registry import (
+    Comparator,
+    Task,
+    TaskFileError,
+    TestCase,
+    UnknownTaskError,
+    UnknownTaskSetError,
+)
+from registry.comparators import stdout_equal, values_equal
+
+
+def test_public_api_is_explicit() -> None:
+    public = {n for n in dir(registry) if not n.startswith("_")}
+    modules = {"builtin_source", "comparators", "errors", "loaders", "schema", "verify", "build_builtin"}
+    assert set(registry.__all__) == public - modules
+
+
+def test_builtin_set_loads_and_round_trips(tmp_path: Path) -> None:
+    tasks = registry.load("builtin")
+    assert registry.list() == ["builtin"]
+    path = tmp_path / "copy.jsonl"
+    registry.write_tasks(tasks, path)
+    assert registry.load(str(path)) == tasks
+
+
+def test_builtin_tasks_have_enough_tests_and_both_kinds() -> None:
+    tasks = registry.load("builtin")
+    assert {t.kind for t in tasks} == {"function", "stdio"}
+    assert {t.difficulty for t in tasks} == {1, 2, 3, 4, 5}
+    for t in tasks:
+        assert len(t.public_tests) >= 3 and len(t.hidden_tests) >= 5, t.problem_id
+        assert t.reference_solution.strip()
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("{not json", r"bad\.jsonl:2: invalid JSON"),
+        ("[1, 2]", r"bad\.jsonl:2: expected a JSON object, got list"),
+        ('{"problem_id": "x"}', r"bad\.jsonl:2: field 'prompt': Field required"),
+        ('{"problem_id": "x", "prompt": "p", "kind": "function", "entry_point": "f", "reference_solution": "",'
+         ' "public_tests": [{"args": [], "expected": 1, "comparator": {"kind": "fuzzy"}}]}',
+         r"field 'public_tests\.0\.comparator\.kind'"),
+        ('{"problem_id": "x", "prompt": "p", "kind": "function", "reference_solution": "",'
+         ' "public_tests": [{"args": [], "expected": 1}]}', r"needs an entry_point"),
+        ('{"problem_id": "x", "prompt": "p", "kind": "stdio", "reference_solution": "", "colour": "red",'
+         ' "public_tests": [{"stdin": "", "expected_stdout": ""}]}', r"field 'colour': Extra inputs are not permitted"),
+    ],
+    ids=["bad-json", "not-object", "missing-field", "unknown-comparator", "no-entry-point", "unknown-field"],
+)
+def test_malformed_task_files_name_file_line_and_field(tmp_path: Path, line: str, match: str) -> None:
+    good = registry.load("builtin")[0].model_dump_json()
+    path = tmp_path / "bad.jsonl"
+    path.write_text(good + "\n" + line + "\n")
+    with pytest.raises(TaskFileError, match=match):
+        registry.load(str(path))
+
+
+def test_duplicate_ids_and_missing_files(tmp_path: Path) -> None:
+    good = registry.load("builtin")[0].model_dump_json()
+    path = tmp_path / "dup.jsonl"
+    path.write_text(f"{good}\n\n# a comment\n{good}\n")
+    with pytest.raises(TaskFileError, match=r"dup\.jsonl:4: field 'problem_id': duplicate of line 1"):
+        registry.load(str(path))
+    with pytest.raises(TaskFileError, match="no such file"):
+        registry.load(str(tmp_path / "nope.jsonl"))
+
+
+def test_unknown_names_list_the_known_ones() -> None:
+    with pytest.raises(UnknownTaskSetError, match=r"unknown task set 'bultin' \(known: builtin.*did you mean 'builtin'"):
+        registry.load("bultin")
+    tasks = registry.load("builtin")
+    with pytest.raises(UnknownTaskError, match="did you mean 'builtin/run-length'"):
+        registry.get(tasks, "builtin/run-lenght")
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "cmp", "equal"),
+    [
+        ((1, [2, 3]), [1, [2, 3]], Comparator(), True),
+        ([1, 2], [2, 1], Comparator(), False),
+        ([1, 2, 2], [2, 1, 2], Comparator(kind="unordered"), True),
+        ([1, 2, 2], [2, 1, 1], Comparator(kind="unordered"), False),
+        ([0.1 + 0.2, {"a": 1.0}], [0.3, {"a": 1.0000000001}], Comparator(kind="float", abs_tol=1e-6), True),
+        ([0.3], [0.31], Comparator(kind="float", abs_tol=1e-6), False),
+        ({"a": [1]}, {"a": [1], "b": 2}, Comparator(), False),
+        (None, 0, Comparator(), False),
+        ("1", 1, Comparator(), False),
+    ],
+)
+def test_value_comparators(expected: object, got: object, cmp: Comparator, equal: bool) -> None:
+    assert values_equal(expected, got, cmp) is equal
+
+
+@pytest.mark.parametrize(
+    ("expected", "got", "kind", "equal"),
+    [
+        ("1 2\n3\n", "1 2\n3\n", "exact", True),
+        ("1 2\n3\n", "1 2 3", "exact", False),
+        ("1 2\n3\n", " 1   2 3 \n\n", "whitespace", True),
+        ("1.0 2\n", "1.0000000001 2", "tokens", True),
+        ("a b", "a c", "tokens", False),
+        ("x y z", "z x y", "unordered", True),
+    ],
+)
+def test_stdout_comparators(expected: str, got: str, kind: str, equal: bool) -> None:
+    assert stdout_equal(expected, got, Comparator(kind=kind)) is equal  # type: ignore[arg-type]
+
+
+def test_task_rejects_inconsistent_tests() -> None:
+    with pytest.raises(ValueError, match="a stdio test needs stdin and expected_stdout"):
+        Task(problem_id="x", prompt="", kind="stdio", reference_solution="", public_tests=[TestCase(args=[1], expected=1)])
+    with pytest.raises(ValueError, match="expected is not JSON-serialisable"):
+        Task(problem_id="x", prompt="", kind="function", entry_point="f", reference_solution="",
+             public_tests=[TestCase(args=[], expected=float("nan"))])  # fmt: skip
+    with pytest.raises(TypeError, match="takes no parameters"):
+        registry.load("builtin", n=3)
+    assert json.loads(TestCase(args=[1, "a"], kwargs={"k": None}).model_dump_json())["args"] == [1, "a"]
