@@ -148,7 +148,7 @@ def test_reward_config_from_files(tmp_path: Path) -> None:
 
 
 def test_grade_rejects_bad_arguments() -> None:
-    with pytest.raises(TypeError, match="expected registry.Task, got dict"):
+    with pytest.raises(TypeError, match=r"expected registry\.Task, got dict"):
         grade({"problem_id": "x"}, "pass")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="code: expected str, got bytes"):
         grade(TASKS[0], b"pass")  # type: ignore[arg-type]
