@@ -1,10 +1,24 @@
 """code-env: a Gymnasium environment for reinforcement learning of coding agents on real,
 sandboxed code execution.
 
-This release ships the sandbox (``sandbox`` package) and the ``code-env`` command; the
-environments (``CodeExec-v0``), the task registry and the grader build on it.
+This release ships the sandbox (``sandbox``), the task registry (``registry``), the grader
+(``code_env.grade`` and its TRL/verl adapters) and the ``code-env`` command; the environments
+(``CodeExec-v0``) build on them.
 """
+
+from .adapters import TRLReward, compute_score, extract_code
+from .grading import Grade, grade
+from .reward import RewardBreakdown, RewardConfig
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "Grade",
+    "RewardBreakdown",
+    "RewardConfig",
+    "TRLReward",
+    "__version__",
+    "compute_score",
+    "extract_code",
+    "grade",
+]

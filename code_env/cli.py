@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -128,6 +129,38 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return run_demo(ns.backend or ["process", "nsjail"], as_json=ns.json)
 
 
+def cmd_tasks(ns: argparse.Namespace) -> int:
+    import registry
+    from registry.validate import validate
+
+    try:
+        if ns.tasks_command == "list":
+            for name in registry.list():
+                tasks = registry.load(name)
+                print(f"{name}: {len(tasks)} tasks")
+                for t in tasks:
+                    print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
+            return 0
+        tasks = registry.load(ns.set)
+        if ns.tasks_command == "show":
+            task = registry.get(tasks, ns.problem_id)
+            shown = task.model_dump(exclude={"hidden_tests"})
+            shown["hidden_tests"] = f"{len(task.hidden_tests)} (not shown)"
+            print(json.dumps(shown, indent=2))
+            return 0
+        with Sandbox(backend=ns.backend) as sb:
+            reports = validate(tasks, sb, progress=True)
+    except (registry.RegistryError, SandboxError) as exc:
+        return _usage_error(str(exc))
+    bad = [r for r in reports if not r.ok]
+    for r in bad:
+        print(f"REJECTED {r.problem_id}:")
+        for p in r.problems:
+            print(f"  - {p}")
+    print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted")
+    return 1 if bad else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="code-env", description="Sandboxed code execution for RL on code.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -143,6 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--backend", action="append", help="backend to show (repeatable; default: process and nsjail)")
     d.add_argument("--json", action="store_true", help="print the results as JSON lines")
     d.set_defaults(func=cmd_demo)
+    t = sub.add_parser("tasks", help="list, show and validate task sets")
+    tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    tsub.add_parser("list", help="the task sets and their tasks")
+    show = tsub.add_parser("show", help="one task (hidden tests not shown)")
+    show.add_argument("problem_id")
+    show.add_argument("--set", default="builtin", help="task set name or .jsonl path (default: builtin)")
+    val = tsub.add_parser("validate", help="run every reference solution twice; reject tasks it fails")
+    val.add_argument("set", metavar="NAME", help="task set name or .jsonl path")
+    val.add_argument("--backend", default="auto")
+    t.set_defaults(func=cmd_tasks)
     i = sub.add_parser("info", help="show the isolation a backend achieves on this machine")
     i.add_argument("--backend", default="auto")
     i.set_defaults(func=cmd_info)
@@ -155,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ns.func(ns))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `code-env tasks list | head`
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":

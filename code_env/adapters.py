@@ -1,0 +1,87 @@
+"""The grader as trainers want it: a TRL ``reward_funcs`` callable, a verl ``compute_score``
+function, and extraction of code from a markdown reply. All of them call ``grading.grade``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import registry
+from registry import Task
+from sandbox import Sandbox
+
+from .grading import default_sandbox, grade
+from .reward import RewardConfig
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+
+
+def extract_code(completion: str) -> str:
+    """The program in an LLM reply: the last fenced block marked python/py (or unmarked), else the
+    last fenced block of any language, else the whole text."""
+    blocks = _FENCE.findall(completion)
+    if not blocks:
+        return completion
+    python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3", "")]
+    return (python or [body for _, body in blocks])[-1]
+
+
+def _text(completion: Any) -> str:
+    """TRL passes strings, or chat messages (a list of {"role", "content"})."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    raise TypeError(f"completion: expected str or a list of chat messages, got {type(completion).__name__}")
+
+
+class TRLReward:
+    """``reward_funcs`` for TRL's GRPOTrainer: ``(prompts, completions, **columns) -> list[float | None]``.
+
+    The task of each completion comes from the dataset column ``problem_id`` (name it with
+    ``id_column``), looked up in ``tasks`` (a task-set name, a path, or a list of ``Task``).
+    A completion the sandbox failed to run gets ``None``, which TRL skips: a policy is never
+    punished for our infrastructure.
+    """
+
+    def __init__(self, tasks: str | Sequence[Task] = "builtin", *, sandbox: Sandbox | None = None,
+                 config: RewardConfig | None = None, id_column: str = "problem_id") -> None:  # fmt: skip
+        loaded = registry.load(tasks) if isinstance(tasks, str) else list(tasks)
+        self.tasks = {t.problem_id: t for t in loaded}
+        self.sandbox = sandbox
+        self.config = config or RewardConfig()
+        self.id_column = id_column
+        self.__name__ = "code_env_reward"
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        ids = kwargs.get(self.id_column)
+        if ids is None:
+            raise KeyError(f"the dataset has no {self.id_column!r} column (columns passed: {sorted(kwargs)})")
+        if len(ids) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(ids)} {self.id_column!r} values")
+        sb = self.sandbox or default_sandbox()
+        out: list[float | None] = []
+        for i, (pid, completion) in enumerate(zip(ids, completions, strict=True)):
+            task = registry.get(list(self.tasks.values()), pid) if pid not in self.tasks else self.tasks[pid]
+            res = grade(task, extract_code(_text(completion)), sandbox=sb, config=self.config, trace_id=f"{pid}/{i}/0")
+            out.append(res.reward)
+        return out
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None) -> float:
+    """verl's reward function. ``ground_truth`` is a problem id of the task set named by
+    ``data_source`` (``builtin`` by default), or a whole ``Task`` as JSON. verl cannot skip a
+    sample, so a sandbox failure is retried once and then raised, never scored."""
+    if ground_truth.lstrip().startswith("{"):
+        task = Task.model_validate(json.loads(ground_truth))
+    else:
+        name = data_source if data_source in registry.list() else "builtin"
+        task = registry.get(registry.load(name), ground_truth)
+    code = extract_code(solution_str)
+    for _attempt in range(2):
+        res = grade(task, code)
+        if res.reward is not None:
+            return res.reward
+    raise RuntimeError(f"the sandbox failed twice on {task.problem_id}: {res.sandbox_error}")
