@@ -28,7 +28,30 @@ def limits_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"sandbox.Limits": limits_table}
+def reward_table() -> str:
+    """The reward tiers and their default values, straight from `RewardConfig`."""
+    sys.path.insert(0, str(ROOT))
+    from code_env.reward import RewardConfig
+
+    meaning = {
+        "syntax_error": "the program does not compile",
+        "timeout": "a public test ran out of time (and not all passed)",
+        "oom": "the program ran out of memory (and not all public tests passed)",
+        "partial_max": "k of n public tests pass: `partial_max * k / n`",
+        "all_public": "every public test passes (hidden ones do not all pass)",
+        "all_tests": "every public and hidden test passes",
+        "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
+        "process_bonus": "per verified revision in a multi-turn episode",
+        "process_bonus_cap": "cap of the process bonus per episode",
+    }
+    rows = ["| tier | default | when |", "|---|---:|---|"]
+    for name, field in RewardConfig.model_fields.items():
+        rows.append(f"| `{name}` | {field.default} | {meaning.get(name, field.description or '')} |")
+    rows.append("| sandbox failure | `None` | the sandbox itself failed: never scored (TRL skips `None`) |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table}
 
 
 def main() -> int:
