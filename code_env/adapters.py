@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import registry
@@ -62,12 +63,14 @@ class TRLReward:
         if len(ids) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(ids)} {self.id_column!r} values")
         sb = self.sandbox or default_sandbox()
-        out: list[float | None] = []
+        jobs = []
         for i, (pid, completion) in enumerate(zip(ids, completions, strict=True)):
-            task = registry.get(list(self.tasks.values()), pid) if pid not in self.tasks else self.tasks[pid]
-            res = grade(task, extract_code(_text(completion)), sandbox=sb, config=self.config, trace_id=f"{pid}/{i}/0")
-            out.append(res.reward)
-        return out
+            task = self.tasks[pid] if pid in self.tasks else registry.get(list(self.tasks.values()), pid)
+            jobs.append((task, extract_code(_text(completion)), f"{pid}/{i}/0"))
+        # a GRPO group is many completions at once: grade them side by side on every worker
+        with ThreadPoolExecutor(max_workers=max(1, min(sb.workers, len(jobs)))) as pool:
+            grades = list(pool.map(lambda j: grade(j[0], j[1], sandbox=sb, config=self.config, trace_id=j[2]), jobs))
+        return [g.reward for g in grades]
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None) -> float:

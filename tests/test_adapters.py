@@ -75,3 +75,11 @@ def test_tasks_cli_rejects_a_task_whose_reference_fails(tmp_path) -> None:  # ty
     out = subprocess.run([sys.executable, "-m", "code_env", "tasks", "show", "nope", "--set", "builtin"],
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert out.returncode == 2 and "no task 'nope'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_trl_reward_keeps_the_order_of_a_group() -> None:
+    fn = TRLReward(TASKS, sandbox=get_sandbox("process"))
+    good, bad = EVENS.reference_solution, "def sum_of_evens(nums):\n    return -1\n"
+    group = [good if i % 3 == 0 else bad for i in range(9)]
+    rewards = fn(["p"] * 9, group, problem_id=[EVENS.problem_id] * 9)
+    assert rewards == [1.0 if i % 3 == 0 else 0.0 for i in range(9)]
