@@ -50,7 +50,7 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
     if public.syntax_error:
         return RewardBreakdown(tier="syntax_error", reward=config.syntax_error, explanation=public.syntax_error, **counts)
     if pt and pp == pt:
-        if hidden is not None and ht and hp == ht:
+        if hidden is not None and hp == ht:  # a task without hidden tests: its public ones are all
             return RewardBreakdown(tier="all_tests", reward=config.all_tests, explanation="every public and hidden test passed", **counts)
         why = "every public test passed" + (f"; {hp}/{ht} hidden" if hidden is not None else "")
         return RewardBreakdown(tier="all_public", reward=config.all_public, explanation=why, **counts)
@@ -75,8 +75,8 @@ def grade(task: Task, code: str, *, sandbox: Sandbox | None = None, config: Rewa
     tid = trace_id or f"{task.problem_id}/0/0"
     pub = verify(task, code, sb, which="public", trace_id=f"{tid}/public")
     hid = None
-    if hidden and task.hidden_tests and not pub.syntax_error and not pub.sandbox_error:
-        hid = verify(task, code, sb, which="hidden", trace_id=f"{tid}/hidden")
+    if hidden and not pub.syntax_error and not pub.sandbox_error:
+        hid = verify(task, code, sb, which="hidden", trace_id=f"{tid}/hidden")  # empty when it has none
     breakdown = aggregate(pub, hid, cfg)
     return Grade(
         problem_id=task.problem_id,

