@@ -28,7 +28,7 @@ FEEDBACK_CHARS = 2000
 
 # Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases"} from stdin.
 DRIVER = r'''
-import json, os, sys, time, traceback
+import json, os, sys, time
 _spec = json.loads(sys.stdin.read())
 _out = os.dup(1)
 os.dup2(2, 1)
@@ -51,6 +51,7 @@ try:
     if not callable(_fn):
         raise NameError(f"solution.py defines no function {_spec['entry_point']!r}")
 except BaseException as _e:
+    import traceback
     _emit({"load_error": type(_e).__name__, "message": str(_e)[:500], "traceback": traceback.format_exc()[-2000:]})
     os._exit(0)
 for _i, _case in enumerate(_spec["cases"]):
@@ -63,6 +64,7 @@ for _i, _case in enumerate(_spec["cases"]):
         except (TypeError, ValueError) as _e:
             _emit({"i": _i, "error": "TypeError", "message": str(_e)[:500], "s": _s})
     except BaseException as _e:
+        import traceback
         _emit({"i": _i, "error": type(_e).__name__, "message": str(_e)[:500],
                "traceback": traceback.format_exc()[-2000:], "s": time.perf_counter() - _t})
 try:

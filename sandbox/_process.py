@@ -28,6 +28,9 @@ log = logging.getLogger("sandbox.process")
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 WATCHDOG_GRACE_S = 5.0
+# Imported once by every worker, so that programs importing them pay nothing. Not `random`: its
+# at-fork hook would reseed it in every child (the program's random is seeded on import).
+DEFAULT_PRELOAD = ("typing", "collections", "math", "re", "itertools", "functools", "heapq", "bisect", "string")
 START_TIMEOUT_S = 60.0
 
 
@@ -59,8 +62,9 @@ def seccomp_filters() -> dict[str, str]:
 
 
 class _Slot:
-    def __init__(self, index: int, isolate: bool, default_limits: Limits) -> None:
+    def __init__(self, index: int, isolate: bool, default_limits: Limits, preload: tuple[str, ...]) -> None:
         self.index = index
+        self.preload = preload
         self.default_limits = default_limits
         self.isolate = isolate
         self.lease = _host.lease_uid()
@@ -88,6 +92,7 @@ class _Slot:
             "isolate": self.isolate,
             "seccomp": seccomp_filters(),
             "default_limits": self.default_limits.model_dump(),
+            "preload": list(self.preload),
         }
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
@@ -209,7 +214,8 @@ class ProcessBackend:
 
     name = "process"
 
-    def __init__(self, workers: int | None = None, *, isolate: bool = True, default_limits: Limits | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, isolate: bool = True, default_limits: Limits | None = None,
+                 preload: tuple[str, ...] = DEFAULT_PRELOAD) -> None:  # fmt: skip
         n = workers if workers is not None else (os.cpu_count() or 1)
         if not isinstance(n, int) or n < 1 or n > 1024:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
@@ -220,7 +226,7 @@ class ProcessBackend:
         self._closed = False
         try:
             for i in range(n):
-                self._slots.append(_Slot(i, isolate, default_limits or Limits()))
+                self._slots.append(_Slot(i, isolate, default_limits or Limits(), tuple(preload)))
             errors: list[BaseException] = []
 
             def start(slot: _Slot) -> None:
