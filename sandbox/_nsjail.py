@@ -156,6 +156,9 @@ class NsjailBackend:
         for dev in ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
             if os.path.exists(dev):
                 args += ["-R", dev] if dev != "/dev/null" else ["-B", dev]
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                             ("stderr", "/proc/self/fd/2")):  # fmt: skip
+            args += ["-s", f"{target}:/dev/{name}"]
         args += ["-R", f"{self._dir}:/sbx"]
         if not any(a == "/tmp" or a.startswith("/tmp/") for a in args):
             args += ["-s", "/sandbox:/tmp"]  # /tmp is the run's own work dir
@@ -223,6 +226,8 @@ class NsjailBackend:
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
             st_r, st_w = os.pipe2(os.O_CLOEXEC)
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            for fd in (in_r, out_w, err_w):  # the jailed uid may open them by path (/dev/stdin)
+                os.fchown(fd, slot.uid, slot.uid)
             try:
                 proc = subprocess.Popen(
                     self._command(slot, limits, run_dir, log_path, (out_w, err_w, st_w)),

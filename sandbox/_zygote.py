@@ -515,6 +515,8 @@ class Worker:
             cpu = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
             _apply_rlimits(limits, cpu, vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
             if self.uid_switch:
+                for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
+                    os.fchown(fd, self.uid, self.gid)
                 os.setgroups([])
                 os.setresgid(self.gid, self.gid, self.gid)
                 os.setresuid(self.uid, self.uid, self.uid)

@@ -334,3 +334,12 @@ def test_watchdog_replaces_a_hung_worker() -> None:
         assert sb._backend.worker_pids()[0] != pid  # type: ignore[union-attr]
     finally:
         sb.close()
+
+
+def test_standard_streams_can_be_opened_by_path(sb: Sandbox) -> None:
+    res = sb.run(
+        "import sys\ndata = open('/dev/stdin').read()\nwith open('/dev/stdout', 'w') as out:\n    out.write(data.upper())\n",
+        stdin="shout\n",
+    )
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == "SHOUT\n"
