@@ -11,8 +11,8 @@ the rest hidden.
 Statements that are not such asserts (loops over seeded random inputs, helper variables) run with
 the reference solution standing in for the candidate: every call it answers becomes a case whose
 expected value is the reference's answer. A check that accepts any of several answers (a property,
-not a value) needs a special-checker run; until those exist such problems are left out, and
-``unconverted()`` says which and why.
+not a value: HumanEval/32) is judged by a special checker run on the candidate's outputs.
+``unconverted()`` lists problems that could not be converted (none today).
 """
 
 from __future__ import annotations
@@ -127,9 +127,21 @@ print(json.dumps({"cases": cases, "skipped": skipped}))
 '''
 
 
-# Checks that accept more than one right answer (a property, not a value): they need a special
-# checker run, which is not built yet. HumanEval/32: any zero of the polynomial is accepted.
-PROPERTY_CHECKED = {"HumanEval/32": "its check accepts any zero of the polynomial (a property, not a value)"}
+# Checks that accept more than one right answer (a property, not a value) are judged by a special
+# checker run: the original check's property, applied to the candidate's output in its own run.
+# HumanEval/32: any x with |poly(xs, x)| < 1e-4 is a zero of the polynomial.
+CHECKERS = {
+    "HumanEval/32": r"""
+import json, math, sys
+def poly(xs, x):
+    return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
+for case in json.load(sys.stdin)["cases"]:
+    x = case["output"]
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) \
+        and math.fabs(poly(case["args"][0], x)) < 1e-4
+    print(1 if ok else 0)
+""",
+}
 
 
 def _problems() -> dict[str, dict[str, Any]]:
@@ -141,7 +153,7 @@ def _problems() -> dict[str, dict[str, Any]]:
 @lru_cache(maxsize=1)
 def _convert() -> tuple[tuple[Task, ...], tuple[tuple[str, str], ...]]:
     problems = _problems()
-    ids = [pid for pid in problems if pid not in PROPERTY_CHECKED]
+    ids = list(problems)
     reqs = []
     for pid in ids:
         p = problems[pid]
@@ -151,7 +163,7 @@ def _convert() -> tuple[tuple[Task, ...], tuple[tuple[str, str], ...]]:
     with Sandbox() as sb:
         results = sb.run_many(reqs)
     tasks: list[Task] = []
-    left_out: list[tuple[str, str]] = list(PROPERTY_CHECKED.items())
+    left_out: list[tuple[str, str]] = []
     for pid, res in zip(ids, results, strict=True):
         p = problems[pid]
         if res.exit_code != 0:
@@ -167,6 +179,7 @@ def _convert() -> tuple[tuple[Task, ...], tuple[tuple[str, str], ...]]:
                 kwargs=c["kwargs"],
                 expected=c["expected"],
                 comparator=Comparator(**c.get("comparator", {"kind": "exact"})),
+                checker=CHECKERS.get(pid),
             )
             for c in out["cases"]
         ]

@@ -46,6 +46,12 @@ class TestCase(BaseModel):
     stdin: str | None = None
     expected_stdout: str | None = None
     comparator: Comparator = Comparator()
+    checker: str | None = Field(
+        None,
+        description="a special judge: a Python program run in its own sandbox run instead of the "
+        "comparator; it reads {'cases': [{'args', 'kwargs', 'output'}, ...]} as JSON on stdin and "
+        "prints one line per case, 1 (accepted) or 0",
+    )
 
     @property
     def is_stdio(self) -> bool:
@@ -87,6 +93,8 @@ class Task(BaseModel):
                     raise ValueError(f"{where}[{i}]: a stdio test needs stdin and expected_stdout")
                 if self.kind == "function" and case.is_stdio:
                     raise ValueError(f"{where}[{i}]: a function test has args/kwargs/expected, not stdin")
+                if self.kind == "stdio" and case.checker is not None:
+                    raise ValueError(f"{where}[{i}]: checkers judge function tests only (for now)")
                 if self.kind == "function" and not _json_ok(case.expected):
                     raise ValueError(f"{where}[{i}]: expected is not JSON-serialisable (or not finite)")
         return self

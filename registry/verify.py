@@ -172,6 +172,7 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
             if i in found:
                 conflicts.add(i)  # two answers for one call: someone forged a line
             found[i] = msg
+    judged_by_checker: list[tuple[CaseResult, TestCase, Any]] = []
     for i, case in enumerate(cases):
         msg = found.get(i)
         r = CaseResult(index=i, status="missing", input=case.describe_input() if show else "")
@@ -195,6 +196,8 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
             else:
                 if r.elapsed_ms is not None and r.elapsed_ms > task.timeout_s * 1000:
                     r.status, r.error = "timeout", f"call took {r.elapsed_ms:.0f} ms (limit {task.timeout_s:g} s)"
+                elif case.checker is not None:
+                    judged_by_checker.append((r, case, got))
                 else:
                     r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
                 if show:
@@ -202,7 +205,36 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
         if not show:
             r.input = ""
         v.cases.append(r)
+    if judged_by_checker:
+        _run_checkers(judged_by_checker, sb, v, trace_id)
     return v
+
+
+def _run_checkers(items: list[tuple[CaseResult, TestCase, Any]], sb: Sandbox, v: Verification,
+                  trace_id: str | None) -> None:  # fmt: skip
+    """Special judges: one sandbox run per distinct checker, over all the outputs it judges. The
+    candidate's process is long gone; the checker never shares a run with it."""
+    groups: dict[str, list[tuple[CaseResult, TestCase, Any]]] = {}
+    for item in items:
+        groups.setdefault(item[1].checker or "", []).append(item)
+    reqs = [
+        RunRequest(code=checker, stdin=json.dumps({"cases": [{"args": c.args, "kwargs": c.kwargs, "output": got}
+                                                             for _, c, got in group]}),
+                   limits=Limits(timeout_s=30.0, memory_mb=512), trace_id=f"{trace_id}/checker/{n}")
+        for n, (checker, group) in enumerate(groups.items())
+    ]  # fmt: skip
+    for res, group in zip(sb.run_many(reqs), groups.values(), strict=True):
+        v.executions.append(res)
+        verdicts = res.stdout.split()
+        if res.sandbox_error or res.exit_code != 0 or len(verdicts) != len(group):
+            v.sandbox_error = v.sandbox_error or res.sandbox_error or (
+                f"the task's checker failed (exit {res.exit_code}): {res.stderr.strip()[-300:]}"
+            )
+            continue
+        for (r, _, _), verdict in zip(group, verdicts, strict=True):
+            r.status = "passed" if verdict == "1" else "failed"
+            if r.status == "failed":
+                r.error = "rejected by the task's checker"
 
 
 def _verify_stdio(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox, *, show: bool,
