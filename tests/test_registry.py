@@ -21,13 +21,13 @@ from registry.comparators import stdout_equal, values_equal
 
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(registry) if not n.startswith("_")}
-    modules = {"builtin_source", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate"}
+    modules = {"builtin_source", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate", "synthetic"}
     assert set(registry.__all__) == public - modules
 
 
 def test_builtin_set_loads_and_round_trips(tmp_path: Path) -> None:
     tasks = registry.load("builtin")
-    assert registry.list() == ["builtin", "humaneval"]
+    assert registry.list() == ["builtin", "humaneval", "synthetic:arith", "synthetic:list", "synthetic:string"]
     path = tmp_path / "copy.jsonl"
     registry.write_tasks(tasks, path)
     assert registry.load(str(path)) == tasks
