@@ -202,8 +202,6 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
                     r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
                 if show:
                     r.got = _short(str(msg.get("value")))
-        if not show:
-            r.input = ""
         v.cases.append(r)
     if judged_by_checker:
         _run_checkers(judged_by_checker, sb, v, trace_id)

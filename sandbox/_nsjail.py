@@ -106,8 +106,10 @@ class NsjailBackend:
         # compiled once: a .py started with -B would be compiled again for every run (~6 ms)
         py_compile.compile(CHILD_SCRIPT, cfile=os.path.join(self._dir, "_child.pyc"), doraise=True)
         os.chmod(os.path.join(self._dir, "_child.pyc"), 0o644)
-        for fork in (False, True):
-            _seccomp.filter_file(self._dir, allow_fork=fork, allow_unix_sockets=True)
+        self._filters = {  # as the jail sees them
+            fork: "/sbx/" + os.path.basename(_seccomp.filter_file(self._dir, allow_fork=fork, allow_unix_sockets=True))
+            for fork in (False, True)
+        }
         self._slots: queue.Queue[_Slot] = queue.Queue()
         self._all: list[_Slot] = []
         for _ in range(n):
@@ -195,9 +197,8 @@ class NsjailBackend:
             cmd += ["--rlimit_as", str(limits.memory_mb + 64)]
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
-        fork = "fork" if limits.max_processes > 1 else "nofork"
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", "/code/solution.py",
-                f"/sbx/seccomp-{fork}-unix.bpf", str(limits.random_seed), *map(str, fds)]  # fmt: skip
+                self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds)]  # fmt: skip
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:

@@ -46,19 +46,15 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
-_FILTERS: dict[str, str] = {}
-_FILTERS_LOCK = threading.Lock()
-
-
 def seccomp_filters() -> dict[str, str]:
-    """The compiled filter variants, hex-encoded for the worker (compiled once per process)."""
-    with _FILTERS_LOCK:
-        if not _FILTERS:
-            for unix in (True, False):
-                for fork in (True, False):
-                    key = f"{'unix' if unix else 'nounix'}-{'fork' if fork else 'nofork'}"
-                    _FILTERS[key] = _seccomp.build_bpf(allow_fork=fork, allow_unix_sockets=unix).hex()
-        return dict(_FILTERS)
+    """Every filter variant, hex-encoded for the worker (compiled once per process)."""
+    return {
+        _seccomp.variant(allow_fork=fork, allow_unix_sockets=unix): _seccomp.compiled(
+            allow_fork=fork, allow_unix_sockets=unix
+        ).hex()
+        for unix in (True, False)
+        for fork in (True, False)
+    }
 
 
 class _Slot:
@@ -76,7 +72,6 @@ class _Slot:
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
         self.log_path = os.path.join(self.fallback_dir, "worker.log")
-        self.runs = 0
         self.next_pid: int | None = None  # the child the worker keeps waiting for the next run
 
     # -- lifecycle
@@ -204,7 +199,6 @@ class _Slot:
             reply = self._recv(time.monotonic() + budget)
         except TimeoutError:
             raise WorkerFailure(f"watchdog: no answer from the worker within {budget:.1f}s") from None
-        self.runs += 1
         self.next_pid = reply.pop("next_pid", None)
         return reply
 

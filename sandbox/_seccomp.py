@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from functools import cache
 
 # Always denied, whatever the limits.
 DENIED_SYSCALLS: tuple[str, ...] = (
@@ -36,6 +37,18 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 )  # fmt: skip
 
 CLONE_THREAD = 0x00010000
+
+
+def variant(*, allow_fork: bool, allow_unix_sockets: bool) -> str:
+    """The name of a filter variant, e.g. ``unix-nofork`` (the worker, which must not import this
+    module, spells the same names in ``_zygote.Worker``)."""
+    return f"{'unix' if allow_unix_sockets else 'nounix'}-{'fork' if allow_fork else 'nofork'}"
+
+
+@cache
+def compiled(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
+    """``build_bpf``, once per process and variant."""
+    return build_bpf(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
 
 
 def build_bpf(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
@@ -74,10 +87,10 @@ def build_bpf(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
 
 def filter_file(directory: str, *, allow_fork: bool, allow_unix_sockets: bool) -> str:
     """Write the compiled filter into ``directory`` (for a child that is started by ``exec``)."""
-    name = f"seccomp-{'fork' if allow_fork else 'nofork'}-{'unix' if allow_unix_sockets else 'nounix'}.bpf"
+    name = f"seccomp-{variant(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)}.bpf"
     path = os.path.join(directory, name)
     if not os.path.exists(path):
-        data = build_bpf(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
+        data = compiled(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
             fh.write(data)

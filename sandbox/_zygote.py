@@ -287,7 +287,8 @@ class Worker:
             self.info["namespaces"] = [*self.info.get("namespaces", []), "pid (per run)"]
         except OSError as exc:
             self.info["pidns_error"] = str(exc)
-        # compiled by the host (libseccomp); AF_UNIX sockets only where the filesystem is private
+        # compiled by the host (libseccomp), keyed as _seccomp.variant names them; AF_UNIX sockets
+        # only where the filesystem is private
         variant = "unix" if self.isolated else "nounix"
         self.filters = {
             fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
@@ -401,15 +402,6 @@ class Worker:
             _rmtree(self.nextdir)
             raise
 
-    def _early_fork(self, limits: dict[str, Any]) -> None:
-        """Fork the next run's child while this run's child runs (needs a pid namespace per run:
-        without one, the clean-up after a run would take the waiting child with it)."""
-        if self.pidns and self.pending is None:
-            try:
-                self.pending = self._spawn(limits)
-            except OSError:
-                self.pending = None
-
     def _fork_child(self, limits: dict[str, Any]) -> Pending:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -471,7 +463,10 @@ class Worker:
                     kill_on_overflow=limits["on_output_overflow"] == "kill",
                     status_fd=p.st_r,
                     kill=self._killer(p.pid),
-                    on_start=lambda: self._early_fork(limits),
+                    # fork the next run's child while this one runs (for the limits just set as
+                    # expected); only with a pid namespace per run: without one, the clean-up
+                    # after a run would take the waiting child with it
+                    on_start=self.prefork if self.pidns else None,
                 )
             )
         finally:
