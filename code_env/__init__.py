@@ -7,7 +7,7 @@ This release ships the sandbox (``sandbox``), the task registry (``registry``), 
 """
 
 from .adapters import TRLReward, compute_score, extract_code
-from .grading import Grade, grade
+from .grading import Grade, grade, grade_many
 from .reward import RewardBreakdown, RewardConfig
 
 __version__ = "0.1.0"
@@ -21,4 +21,5 @@ __all__ = [
     "compute_score",
     "extract_code",
     "grade",
+    "grade_many",
 ]

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import registry
 from registry import Task
-from sandbox import Sandbox
+from registry.verify import Runner
 
-from .grading import default_sandbox, grade
+from .grading import default_sandbox, grade, grade_many
 from .reward import RewardConfig
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
@@ -47,7 +46,7 @@ class TRLReward:
     punished for our infrastructure.
     """
 
-    def __init__(self, tasks: str | Sequence[Task] = "builtin", *, sandbox: Sandbox | None = None,
+    def __init__(self, tasks: str | Sequence[Task] = "builtin", *, sandbox: Runner | None = None,
                  config: RewardConfig | None = None, id_column: str = "problem_id") -> None:  # fmt: skip
         loaded = registry.load(tasks) if isinstance(tasks, str) else list(tasks)
         self.tasks = {t.problem_id: t for t in loaded}
@@ -67,9 +66,8 @@ class TRLReward:
         for i, (pid, completion) in enumerate(zip(ids, completions, strict=True)):
             task = self.tasks[pid] if pid in self.tasks else registry.get(list(self.tasks.values()), pid)
             jobs.append((task, extract_code(_text(completion)), f"{pid}/{i}/0"))
-        # a GRPO group is many completions at once: grade them side by side on every worker
-        with ThreadPoolExecutor(max_workers=max(1, min(sb.workers, len(jobs)))) as pool:
-            grades = list(pool.map(lambda j: grade(j[0], j[1], sandbox=sb, config=self.config, trace_id=j[2]), jobs))
+        # a GRPO group is many completions at once: one batch, every run on every worker
+        grades = grade_many([(t, c) for t, c, _ in jobs], sandbox=sb, config=self.config, trace_ids=[j[2] for j in jobs])
         return [g.reward for g in grades]
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
 from registry import Task
-from registry.verify import CaseResult, Verification, verify
+from registry.verify import CaseResult, Job, Runner, Verification, verify_many
 from sandbox import Sandbox
 
 from .reward import RewardBreakdown, RewardConfig
@@ -63,25 +64,51 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
     return RewardBreakdown(tier="partial", reward=round(reward, 6), explanation=why, **counts)
 
 
-def grade(task: Task, code: str, *, sandbox: Sandbox | None = None, config: RewardConfig | None = None,
+def grade(task: Task, code: str, *, sandbox: Runner | None = None, config: RewardConfig | None = None,
           hidden: bool = True, trace_id: str | None = None) -> Grade:  # fmt: skip
-    """Run ``code`` on the task's public tests (and hidden tests, unless ``hidden=False``)."""
-    if not isinstance(task, Task):
-        raise TypeError(f"task: expected registry.Task, got {type(task).__name__}")
-    if not isinstance(code, str):
-        raise TypeError(f"code: expected str, got {type(code).__name__}")
+    """Run ``code`` on the task's public tests and, unless ``hidden=False``, its hidden tests (both
+    at once: the hidden verdict is simply ignored when the program does not compile)."""
+    return grade_many([(task, code)], sandbox=sandbox, config=config, hidden=hidden,
+                      trace_ids=[trace_id] if trace_id else None)[0]  # fmt: skip
+
+
+def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = None, config: RewardConfig | None = None,
+               hidden: bool = True, trace_ids: Sequence[str] | None = None) -> list[Grade]:  # fmt: skip
+    """Grade many (task, program) pairs in one batch: every sandbox run of every pair goes to the
+    runner (a ``Sandbox`` or any executor with its ``run_many``) at once. Identical pairs are judged
+    once. Grades come back in order; each is what ``grade`` would give."""
+    for i, pair in enumerate(items):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"items[{i}]: expected a (task, code) pair, got {type(pair).__name__}")
+        task, code = pair
+        if not isinstance(task, Task):
+            raise TypeError(f"task: expected registry.Task, got {type(task).__name__}")
+        if not isinstance(code, str):
+            raise TypeError(f"code: expected str, got {type(code).__name__}")
+    if trace_ids is not None and len(trace_ids) != len(items):
+        raise ValueError(f"{len(items)} items but {len(trace_ids)} trace ids")
     sb = sandbox or default_sandbox()
     cfg = config or RewardConfig()
-    tid = trace_id or f"{task.problem_id}/0/0"
-    pub = verify(task, code, sb, which="public", trace_id=f"{tid}/public")
-    hid = None
-    if hidden and not pub.syntax_error and not pub.sandbox_error:
-        hid = verify(task, code, sb, which="hidden", trace_id=f"{tid}/hidden")  # empty when it has none
-    breakdown = aggregate(pub, hid, cfg)
-    return Grade(
-        problem_id=task.problem_id,
-        reward=breakdown.reward,
-        breakdown=breakdown,
-        feedback=pub.cases,
-        sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
-    )
+    unique: dict[tuple[int, str], int] = {}
+    first: list[int] = []
+    for i, (task, code) in enumerate(items):
+        first.append(unique.setdefault((id(task), code), i))  # the tasks live through the call
+    todo = sorted(set(first))
+    tids = {i: (trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0") for i in todo}
+    jobs = [Job(items[i][0], items[i][1], "public", f"{tids[i]}/public") for i in todo]
+    if hidden:
+        jobs += [Job(items[i][0], items[i][1], "hidden", f"{tids[i]}/hidden") for i in todo]
+    results = verify_many(jobs, sb)
+    grades: dict[int, Grade] = {}
+    for n, i in enumerate(todo):
+        pub = results[n]
+        hid = results[len(todo) + n] if hidden and not pub.syntax_error and not pub.sandbox_error else None
+        breakdown = aggregate(pub, hid, cfg)
+        grades[i] = Grade(
+            problem_id=items[i][0].problem_id,
+            reward=breakdown.reward,
+            breakdown=breakdown,
+            feedback=pub.cases,
+            sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
+        )
+    return [grades[f] if f == i else grades[f].model_copy(deep=True) for i, f in enumerate(first)]

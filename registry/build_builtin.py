@@ -21,7 +21,8 @@ def _function_case(ref: dict[str, Any], args: list[Any], comparator: Comparator)
     ns: dict[str, Any] = {"__name__": "__reference__"}
     exec(compile(ref["reference"], f"<{ref['id']}>", "exec"), ns)
     expected = ns[ref["entry_point"]](*json.loads(json.dumps(args)))
-    return TestCase(args=args, expected=json.loads(json.dumps(expected)), comparator=comparator)
+    return TestCase(args=args, expected=json.loads(json.dumps(expected)), comparator=comparator,
+                    checker=ref.get("checker"))  # fmt: skip
 
 
 def _stdio_case(ref: dict[str, Any], stdin: str, comparator: Comparator) -> TestCase:
@@ -33,7 +34,7 @@ def _stdio_case(ref: dict[str, Any], stdin: str, comparator: Comparator) -> Test
             exec(compile(ref["reference"], f"<{ref['id']}>", "exec"), {"__name__": "__main__"})
     finally:
         sys.stdin = old_stdin
-    return TestCase(stdin=stdin, expected_stdout=out.getvalue(), comparator=comparator)
+    return TestCase(stdin=stdin, expected_stdout=out.getvalue(), comparator=comparator, checker=ref.get("checker"))
 
 
 def build() -> list[Task]:

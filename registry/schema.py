@@ -49,8 +49,9 @@ class TestCase(BaseModel):
     checker: str | None = Field(
         None,
         description="a special judge: a Python program run in its own sandbox run instead of the "
-        "comparator; it reads {'cases': [{'args', 'kwargs', 'output'}, ...]} as JSON on stdin and "
-        "prints one line per case, 1 (accepted) or 0",
+        "comparator; it reads {'cases': [...]} as JSON on stdin, each case {'args', 'kwargs', 'output'} "
+        "(function tests: output is the returned value) or {'stdin', 'output'} (stdio tests: output is "
+        "the program's stdout), and prints one line per case, 1 (accepted) or 0",
     )
 
     @property
@@ -93,8 +94,6 @@ class Task(BaseModel):
                     raise ValueError(f"{where}[{i}]: a stdio test needs stdin and expected_stdout")
                 if self.kind == "function" and case.is_stdio:
                     raise ValueError(f"{where}[{i}]: a function test has args/kwargs/expected, not stdin")
-                if self.kind == "stdio" and case.checker is not None:
-                    raise ValueError(f"{where}[{i}]: checkers judge function tests only (for now)")
                 if self.kind == "function" and not _json_ok(case.expected):
                     raise ValueError(f"{where}[{i}]: expected is not JSON-serialisable (or not finite)")
         return self

@@ -4,13 +4,12 @@ the sandbox, twice, with the same outcome — the verifier is verified before it
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import BaseModel
 
-from sandbox import Sandbox
-
 from .schema import Task
-from .verify import Verification, verify
+from .verify import Job, Runner, Verification, verify_many
 
 
 class TaskReport(BaseModel):
@@ -23,21 +22,21 @@ def _summary(v: Verification) -> tuple[object, ...]:
     return (v.syntax_error, v.load_error, v.sandbox_error, tuple((c.index, c.status, c.got) for c in v.cases))
 
 
-def validate_task(task: Task, sandbox: Sandbox) -> TaskReport:
+def validate_task(task: Task, sandbox: Runner) -> TaskReport:
+    return validate([task], sandbox)[0]
+
+
+def _report(task: Task, runs: list[tuple[str, Verification]]) -> TaskReport:
     problems: list[str] = []
-    runs = []
-    for attempt in range(2):
-        for which in ("public", "hidden"):
-            v = verify(task, task.reference_solution, sandbox, which=which, trace_id=f"{task.problem_id}/validate/{attempt}")
-            runs.append((which, v))
-            if v.sandbox_error:
-                problems.append(f"{which}: sandbox error: {v.sandbox_error}")
-            elif v.syntax_error or v.load_error:
-                problems.append(f"{which}: the reference does not load: {v.syntax_error or v.load_error}")
-            else:
-                bad = [c for c in v.cases if not c.passed]
-                for c in bad[:3]:
-                    problems.append(f"{which} test {c.index}: {c.status} ({c.error or 'wrong output'})")
+    for which, v in runs:
+        if v.sandbox_error:
+            problems.append(f"{which}: sandbox error: {v.sandbox_error}")
+        elif v.syntax_error or v.load_error:
+            problems.append(f"{which}: the reference does not load: {v.syntax_error or v.load_error}")
+        else:
+            bad = [c for c in v.cases if not c.passed]
+            for c in bad[:3]:
+                problems.append(f"{which} test {c.index}: {c.status} ({c.error or 'wrong output'})")
     for which in ("public", "hidden"):
         a, b = [_summary(v) for w, v in runs if w == which]
         if a != b and not any("sandbox error" in p for p in problems):
@@ -45,10 +44,27 @@ def validate_task(task: Task, sandbox: Sandbox) -> TaskReport:
     return TaskReport(problem_id=task.problem_id, ok=not problems, problems=sorted(set(problems)))
 
 
-def validate(tasks: Iterable[Task], sandbox: Sandbox, *, progress: bool = False) -> list[TaskReport]:
+def validate(tasks: Iterable[Task], sandbox: Runner, *, progress: bool = False, batch: int = 16) -> list[TaskReport]:
+    """Every reference twice against its public and hidden tests, ``batch`` tasks per ``run_many``."""
     items = list(tasks)
+    bar = None
     if progress:
         from tqdm import tqdm
 
-        items = tqdm(items, desc="validate", unit="task")
-    return [validate_task(t, sandbox) for t in items]
+        bar = tqdm(total=len(items), desc="validate", unit="task")
+    reports: list[TaskReport] = []
+    groups: tuple[Literal["public", "hidden"], ...] = ("public", "hidden")
+    order = [(attempt, which) for attempt in range(2) for which in groups]
+    for start in range(0, len(items), batch):
+        chunk = items[start : start + batch]
+        jobs = [Job(t, t.reference_solution, which, f"{t.problem_id}/validate/{attempt}")
+                for t in chunk for attempt, which in order]  # fmt: skip
+        results = verify_many(jobs, sandbox)
+        for n, task in enumerate(chunk):
+            mine = results[n * len(order) : (n + 1) * len(order)]
+            reports.append(_report(task, [(which, v) for (_, which), v in zip(order, mine, strict=True)]))
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    return reports

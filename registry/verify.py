@@ -5,7 +5,8 @@ comparison with the expected values runs here, in the trusted parent.
 Function tasks: one sandbox run per test group executes the program once (as a module named
 ``__solution__``) and calls the entry point on every input, each call timed; results leave on the
 original stdout, tagged with a per-run nonce, while the program's own prints go to stderr. Stdio
-tasks: one run per test, all at once through ``run_many``. Public and hidden tests never share a
+tasks: one run per test, all at once through ``run_many``. A test may carry a special checker
+(task data): it judges the candidate's outputs in a sandbox run of its own, afterwards. Public and hidden tests never share a
 run, so a program cannot echo hidden inputs into feedback the agent sees.
 """
 
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
-from sandbox import ExecutionResult, Limits, RunRequest, Sandbox
+from sandbox import ExecutionResult, Limits, RunRequest
 
 from .comparators import stdout_equal, values_equal
 from .schema import Task, TestCase
@@ -121,29 +122,84 @@ class Verification(BaseModel):
         return len(self.cases)
 
 
+class Runner(Protocol):
+    """Whatever runs programs: a ``Sandbox`` or any executor with the same ``run_many`` (results
+    in request order). Verification needs nothing else, so executors plug in unchanged."""
+
+    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]: ...
+
+
+class Job(NamedTuple):
+    """One verification to do: a program against the public or the hidden tests of a task."""
+
+    task: Task
+    code: str
+    which: Literal["public", "hidden"] = "public"
+    trace_id: str | None = None
+
+
 def limits_for(task: Task, n_cases: int) -> Limits:
     """One call per case, each with the task's time budget; the run gets them all plus start-up."""
     timeout = min(task.timeout_s * max(n_cases, 1) + 1.0, 600.0)
     return Limits(timeout_s=timeout, cpu_time_s=timeout, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
 
 
-def verify(task: Task, code: str, sandbox: Sandbox, *, which: Literal["public", "hidden"] = "public",
+def verify(task: Task, code: str, sandbox: Runner, *, which: Literal["public", "hidden"] = "public",
            trace_id: str | None = None) -> Verification:  # fmt: skip
     """Run ``code`` against the task's public or hidden tests."""
+    return verify_many([Job(task, code, which, trace_id)], sandbox)[0]
+
+
+def verify_many(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
+    """Verify many (task, program, test group) jobs at once: every program run of every job goes to
+    the runner in one ``run_many`` (so they run concurrently), then every checker run in a second
+    one. Results come back in job order."""
+    plans = [_plan(job) for job in jobs]
+    results = runner.run_many([r for plan in plans for r in plan.requests]) if any(p.requests for p in plans) else []
+    verifications: list[Verification] = []
+    pending: list[tuple[Verification, list[_CheckItem], str | None]] = []
+    at = 0
+    for job, plan in zip(jobs, plans, strict=True):
+        mine = results[at : at + len(plan.requests)]
+        at += len(plan.requests)
+        checks: list[_CheckItem] = []
+        v = plan.finish(mine, checks)
+        if checks and not v.sandbox_error:
+            pending.append((v, checks, job.trace_id))
+        verifications.append(v)
+    if pending:
+        _run_checkers(pending, runner)
+    return verifications
+
+
+_CheckItem = tuple[CaseResult, TestCase, Any]
+
+
+class _Plan(NamedTuple):
+    requests: list[RunRequest]
+    finish: Callable[[list[ExecutionResult], list[_CheckItem]], Verification]
+
+
+def _plan(job: Job) -> _Plan:
+    task, code, which, trace_id = job
     cases = task.public_tests if which == "public" else task.hidden_tests
+    show = which == "public"
     if not cases:
-        return Verification()
+        return _Plan([], lambda results, checks: Verification())
     if task.kind == "function":
-        return _verify_function(task, code, cases, sandbox, show=which == "public", trace_id=trace_id)
-    return _verify_stdio(task, code, cases, sandbox, show=which == "public", trace_id=trace_id)
+        nonce = secrets.token_hex(16)
+        spec = {"nonce": nonce, "code": code, "entry_point": task.entry_point,
+                "cases": [{"args": c.args, "kwargs": c.kwargs} for c in cases]}  # fmt: skip
+        req = RunRequest(code=DRIVER, stdin=json.dumps(spec), limits=limits_for(task, len(cases)), trace_id=trace_id)
+        return _Plan([req], lambda results, checks: _judge_function(task, cases, results[0], nonce, show, checks))
+    lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
+    check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
+    runs = [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}") for i, c in enumerate(cases)]
+    return _Plan([check, *runs], lambda results, checks: _judge_stdio(cases, results, show, checks))
 
 
-def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox, *, show: bool,
-                     trace_id: str | None) -> Verification:  # fmt: skip
-    nonce = secrets.token_hex(16)
-    spec = {"nonce": nonce, "code": code, "entry_point": task.entry_point,
-            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in cases]}  # fmt: skip
-    res = sb.run(DRIVER, stdin=json.dumps(spec), limits=limits_for(task, len(cases)), trace_id=trace_id)
+def _judge_function(task: Task, cases: Sequence[TestCase], res: ExecutionResult, nonce: str, show: bool,
+                    checks: list[_CheckItem]) -> Verification:  # fmt: skip
     v = Verification(executions=[res], timeout=res.timeout_hit, oom=res.oom, sandbox_error=res.sandbox_error)
     if res.sandbox_error:
         return v
@@ -172,7 +228,6 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
             if i in found:
                 conflicts.add(i)  # two answers for one call: someone forged a line
             found[i] = msg
-    judged_by_checker: list[tuple[CaseResult, TestCase, Any]] = []
     for i, case in enumerate(cases):
         msg = found.get(i)
         r = CaseResult(index=i, status="missing", input=case.describe_input() if show else "")
@@ -197,50 +252,17 @@ def _verify_function(task: Task, code: str, cases: Sequence[TestCase], sb: Sandb
                 if r.elapsed_ms is not None and r.elapsed_ms > task.timeout_s * 1000:
                     r.status, r.error = "timeout", f"call took {r.elapsed_ms:.0f} ms (limit {task.timeout_s:g} s)"
                 elif case.checker is not None:
-                    judged_by_checker.append((r, case, got))
+                    checks.append((r, case, got))
                 else:
                     r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
                 if show:
                     r.got = _short(str(msg.get("value")))
         v.cases.append(r)
-    if judged_by_checker:
-        _run_checkers(judged_by_checker, sb, v, trace_id)
     return v
 
 
-def _run_checkers(items: list[tuple[CaseResult, TestCase, Any]], sb: Sandbox, v: Verification,
-                  trace_id: str | None) -> None:  # fmt: skip
-    """Special judges: one sandbox run per distinct checker, over all the outputs it judges. The
-    candidate's process is long gone; the checker never shares a run with it."""
-    groups: dict[str, list[tuple[CaseResult, TestCase, Any]]] = {}
-    for item in items:
-        groups.setdefault(item[1].checker or "", []).append(item)
-    reqs = [
-        RunRequest(code=checker, stdin=json.dumps({"cases": [{"args": c.args, "kwargs": c.kwargs, "output": got}
-                                                             for _, c, got in group]}),
-                   limits=Limits(timeout_s=30.0, memory_mb=512), trace_id=f"{trace_id}/checker/{n}")
-        for n, (checker, group) in enumerate(groups.items())
-    ]  # fmt: skip
-    for res, group in zip(sb.run_many(reqs), groups.values(), strict=True):
-        v.executions.append(res)
-        verdicts = res.stdout.split()
-        if res.sandbox_error or res.exit_code != 0 or len(verdicts) != len(group):
-            v.sandbox_error = v.sandbox_error or res.sandbox_error or (
-                f"the task's checker failed (exit {res.exit_code}): {res.stderr.strip()[-300:]}"
-            )
-            continue
-        for (r, _, _), verdict in zip(group, verdicts, strict=True):
-            r.status = "passed" if verdict == "1" else "failed"
-            if r.status == "failed":
-                r.error = "rejected by the task's checker"
-
-
-def _verify_stdio(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox, *, show: bool,
-                  trace_id: str | None) -> Verification:  # fmt: skip
-    lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
-    check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
-    runs = [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}") for i, c in enumerate(cases)]
-    results = sb.run_many([check, *runs])
+def _judge_stdio(cases: Sequence[TestCase], results: list[ExecutionResult], show: bool,
+                 checks: list[_CheckItem]) -> Verification:  # fmt: skip
     syntax, outs = results[0], results[1:]
     v = Verification(executions=results)
     errors = [r.sandbox_error for r in results if r.sandbox_error]
@@ -263,10 +285,48 @@ def _verify_stdio(task: Task, code: str, cases: Sequence[TestCase], sb: Sandbox,
             r.status = "error"
             r.error = _short(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.exit_code}")
             r.traceback = _short(res.stderr) if show else None
+        elif case.checker is not None:
+            if not v.syntax_error:
+                checks.append((r, case, res.stdout))
         elif stdout_equal(case.expected_stdout or "", res.stdout, case.comparator):
             r.status = "passed"
         v.cases.append(r)
     return v
+
+
+def _run_checkers(pending: list[tuple[Verification, list[_CheckItem], str | None]], runner: Runner) -> None:
+    """Special judges: one sandbox run per (verification, distinct checker), over all the outputs
+    it judges, all in one ``run_many``. The candidate's process is long gone; a checker never
+    shares a run with it. A checker that fails is our failure (sandbox_error), never a score."""
+    reqs: list[RunRequest] = []
+    groups: list[tuple[Verification, list[_CheckItem]]] = []
+    for v, items, trace_id in pending:
+        by_checker: dict[str, list[_CheckItem]] = {}
+        for item in items:
+            by_checker.setdefault(item[1].checker or "", []).append(item)
+        for n, (checker, group) in enumerate(by_checker.items()):
+            stdin = json.dumps({"cases": [_checker_case(c, got) for _, c, got in group]})
+            reqs.append(RunRequest(code=checker, stdin=stdin, trace_id=f"{trace_id}/checker/{n}",
+                                   limits=Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)))  # fmt: skip
+            groups.append((v, group))
+    for res, (v, group) in zip(runner.run_many(reqs), groups, strict=True):
+        v.executions.append(res)
+        verdicts = res.stdout.split()
+        if res.sandbox_error or res.exit_code != 0 or len(verdicts) != len(group):
+            v.sandbox_error = v.sandbox_error or res.sandbox_error or (
+                f"the task's checker failed (exit {res.exit_code}): {res.stderr.strip()[-300:]}"
+            )
+            continue
+        for (r, _, _), verdict in zip(group, verdicts, strict=True):
+            r.status = "passed" if verdict == "1" else "failed"
+            if r.status == "failed":
+                r.error = "rejected by the task's checker"
+
+
+def _checker_case(case: TestCase, got: Any) -> dict[str, Any]:
+    if case.is_stdio:
+        return {"stdin": case.stdin, "output": got}
+    return {"args": case.args, "kwargs": case.kwargs, "output": got}
 
 
 def _short(text: str | None) -> str | None:

@@ -57,11 +57,13 @@ def test_verl_compute_score() -> None:
     assert compute_score("my-dataset", "def sum_of_evens(nums):\n    return 0\n", EVENS.model_dump_json()) < 0.8
 
 
-def test_tasks_cli_validates_the_shipped_set() -> None:
-    out = subprocess.run([sys.executable, "-m", "code_env", "tasks", "validate", "builtin"],
+@pytest.mark.parametrize("name", registry.list())
+def test_tasks_cli_validates_every_shipped_set(name: str) -> None:
+    n = len(registry.load(name))
+    out = subprocess.run([sys.executable, "-m", "code_env", "tasks", "validate", name],
                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"{len(TASKS)}/{len(TASKS)} tasks admitted" in out.stdout
+    assert f"{n}/{n} tasks admitted" in out.stdout
 
 
 def test_tasks_cli_rejects_a_task_whose_reference_fails(tmp_path) -> None:  # type: ignore[no-untyped-def]

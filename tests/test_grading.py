@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import registry
-from code_env.grading import Grade, aggregate, grade
+from code_env.grading import Grade, aggregate, grade, grade_many
 from code_env.reward import RewardConfig
 from registry import Task
 from registry.verify import Verification
+from sandbox import ExecutionResult, RunRequest
 
 from .conftest import get_sandbox
 
@@ -152,3 +153,80 @@ def test_grade_rejects_bad_arguments() -> None:
         grade({"problem_id": "x"}, "pass")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="code: expected str, got bytes"):
         grade(TASKS[0], b"pass")  # type: ignore[arg-type]
+
+
+SPLIT_CHECKER = r"""
+import json, sys
+for case in json.load(sys.stdin)["cases"]:
+    try:
+        n = int(case["stdin"])
+        a, b = (int(x) for x in case["output"].split())
+        print(1 if a + b == n and a > 0 and b > 0 else 0)
+    except Exception:
+        print(0)
+"""
+
+
+def split_task(checker: str = SPLIT_CHECKER) -> Task:
+    """Any two positive integers summing to n: many right answers, so a checker judges."""
+    def case(n: int) -> dict[str, object]:
+        return {"stdin": f"{n}\n", "expected_stdout": f"1 {n - 1}\n", "checker": checker}
+    return Task.model_validate({
+        "problem_id": "test/split", "prompt": "print two positive integers summing to n", "kind": "stdio",
+        "reference_solution": "n = int(input())\nprint(1, n - 1)\n",
+        "public_tests": [case(n) for n in (2, 10, 7)], "hidden_tests": [case(n) for n in (3, 100, 55, 1000, 9)],
+    })  # fmt: skip
+
+
+def test_a_stdio_checker_accepts_any_right_output_and_rejects_wrong_ones() -> None:
+    task = split_task()
+    other = "n = int(input())\nprint(n // 2, n - n // 2)\n"  # not the reference's output, still right
+    assert g(task, other).reward == 1.0
+    assert g(task, task.reference_solution).reward == 1.0
+    wrong = g(task, "n = int(input())\nprint(0, n)\n")
+    assert wrong.breakdown.tier == "partial" and wrong.breakdown.public_passed == 0
+    assert all(c.error == "rejected by the task's checker" for c in wrong.feedback)
+    garbage = g(task, "import sys\nsys.stdout.buffer.write(b'\\xff\\x00 not numbers')\n")
+    assert garbage.breakdown.public_passed == 0 and garbage.reward == 0.0
+    # a crash is the program's error, judged without the checker
+    crash = g(task, "raise ValueError('no')\n")
+    assert crash.breakdown.public_passed == 0 and all(c.status == "error" for c in crash.feedback)
+
+
+def test_a_broken_stdio_checker_is_our_failure_not_the_programs() -> None:
+    res = grade(split_task("import sys\nprint('1')\n"), "n = int(input())\nprint(1, n - 1)\n",
+                sandbox=get_sandbox("process"))  # fmt: skip
+    assert res.reward is None and res.sandbox_error and "checker failed" in res.sandbox_error
+
+
+class CountingRunner:
+    """The real sandbox, counting what it is asked to run: any ``run_many`` is a runner."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+        self.calls.append(len(requests))
+        return get_sandbox("process").run_many(requests)
+
+
+def test_grade_many_batches_everything_and_judges_identical_candidates_once() -> None:
+    t1, t2 = BY_ID["builtin/sum-of-evens"], BY_ID["builtin/fizzbuzz-line"]
+    items = [(t1, t1.reference_solution), (t1, "def sum_of_evens(n):\n    return 0\n"), (t1, t1.reference_solution),
+             (t2, t2.reference_solution), (t2, "print(1)\n"), (t2, t2.reference_solution)]  # fmt: skip
+    runner = CountingRunner()
+    grades = grade_many(items, sandbox=runner)
+    # one batch of program runs (public and hidden together), no checker batch; duplicates not re-run
+    n_stdio = 1 + len(t2.public_tests) + 1 + len(t2.hidden_tests)
+    assert runner.calls == [2 * 2 + 2 * n_stdio]
+    assert [g.reward for g in grades] == [grade(t, c, sandbox=get_sandbox("process")).reward for t, c in items]
+    assert grades[0] == grades[2] and grades[0] is not grades[2]
+    assert [g.reward for g in grades] == [1.0, grades[1].reward, 1.0, 1.0, grades[4].reward, 1.0]
+    assert grades[1].reward is not None and grades[1].reward < 0.8
+
+
+def test_grade_many_rejects_bad_items() -> None:
+    with pytest.raises(TypeError, match=r"items\[0\]: expected a \(task, code\) pair"):
+        grade_many(["print(1)"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="2 items but 1 trace ids"):
+        grade_many([(TASKS[0], "x"), (TASKS[0], "y")], trace_ids=["a"])
