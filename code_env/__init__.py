@@ -8,12 +8,16 @@ This release ships the sandbox (``sandbox``), the task registry (``registry``), 
 
 from .adapters import TRLReward, compute_score, extract_code
 from .grading import Grade, grade, grade_many
+from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Grade",
+    "JudgeConfig",
+    "JudgeError",
+    "LLMJudge",
     "RewardBreakdown",
     "RewardConfig",
     "TRLReward",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field
 
@@ -13,6 +14,7 @@ from registry import Task
 from registry.verify import CaseResult, Job, Runner, Verification, verify_many
 from sandbox import Sandbox
 
+from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
 
 _default_sandbox: Sandbox | None = None
@@ -111,4 +113,34 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = No
             feedback=pub.cases,
             sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
         )
+    if cfg.judge is not None:
+        _judge([(items[i][0], items[i][1], grades[i]) for i in todo], cfg.judge)
     return [grades[f] if f == i else grades[f].model_copy(deep=True) for i, f in enumerate(first)]
+
+
+_judges: dict[JudgeConfig, LLMJudge] = {}
+
+
+def judge_for(config: JudgeConfig) -> LLMJudge:
+    """One judge (and one cache) per configuration in this process."""
+    with _lock:
+        if config not in _judges:
+            _judges[config] = LLMJudge(config)
+        return _judges[config]
+
+
+def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> None:
+    """Ask the judge about every program with a positive reward, concurrently (the calls wait on
+    the network, not the CPU), and fold its score into the reward and the breakdown."""
+    todo = [(t, c, g) for t, c, g in graded if g.reward is not None and g.reward > 0]
+    if not todo:
+        return
+    judge = judge_for(config)
+    with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
+        verdicts = list(pool.map(lambda item: judge.score(item[0].prompt, item[1]), todo))
+    for (_, _, g), verdict in zip(todo, verdicts, strict=True):
+        assert g.reward is not None
+        b = g.breakdown
+        b.reward_before_judge, b.judge_score, b.judge_neutral = g.reward, verdict.score, verdict.neutral
+        b.reward = g.reward = apply(g.reward, verdict, config.weight)
+        b.explanation += f"; {verdict.reason} (weight {config.weight:g})"

@@ -12,6 +12,9 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | every public and hidden test passes | ``all_tests`` = 1.0 |
 | an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
 | a failure of the sandbox itself | no reward (``None``): never scored as a wrong answer |
+
+With an LLM judge (``judge``, weight ``w`` <= 0.3), a positive reward ``r`` becomes
+``r * (1 - w * (1 - s))`` for the judge's score ``s``: the judge can take away, never add.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .judge import JudgeConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +50,7 @@ class RewardConfig(BaseModel):
     budget_exhausted: float = -0.1
     process_bonus: float = Field(0.05, ge=0, le=0.2, description="per verified revision in multi-turn episodes")
     process_bonus_cap: float = Field(0.1, ge=0, le=0.3)
+    judge: JudgeConfig | None = Field(None, description="an optional LLM judge (weight <= 0.3)")
 
     @model_validator(mode="after")
     def _ordered(self) -> RewardConfig:
@@ -86,3 +92,6 @@ class RewardBreakdown(BaseModel):
     hidden_passed: int = 0
     hidden_total: int = 0
     explanation: str = ""
+    judge_score: float | None = Field(None, description="the LLM judge's score, when one judged")
+    judge_neutral: bool = False
+    reward_before_judge: float | None = None

@@ -43,6 +43,7 @@ def reward_table() -> str:
         "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
         "process_bonus": "per verified revision in a multi-turn episode",
         "process_bonus_cap": "cap of the process bonus per episode",
+        "judge": "optional LLM judge (`JudgeConfig`, weight <= 0.3): scales a positive reward by `1 - w * (1 - s)`",
     }
     rows = ["| tier | default | when |", "|---|---:|---|"]
     for name, field in RewardConfig.model_fields.items():

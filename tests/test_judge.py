@@ -1,0 +1,183 @@
+"""The optional LLM judge, with the real ``openai`` client against a loopback OpenAI-compatible
+server this test starts: a normal reply, empty choices, an unparsable reply, a refused key, a reply
+slower than the timeout; then the same calls replayed offline from the recording, bit for bit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import registry
+from code_env import RewardConfig, grade_many
+from code_env.judge import JudgeConfig, JudgeError, LLMJudge, parse_score
+
+from .conftest import get_sandbox
+
+KEY = "sk-test-judge-0123456789"
+EVENS = registry.get(registry.load("builtin"), "builtin/sum-of-evens")
+
+
+class Server(ThreadingHTTPServer):
+    requests: list[dict[str, Any]]
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Chat completions whose behaviour is picked by the requested model's name."""
+
+    server: Server
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)
+        if self.headers.get("Authorization") != f"Bearer {KEY}":
+            return self._send(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                              "code": "invalid_api_key"}})  # fmt: skip
+        model = body["model"]
+        if model == "slow":
+            time.sleep(3)
+        content = {"good": "SCORE: 0.9", "low": "score = 0.2", "babble": "a fine solution!", "blank": ""}.get(model, "0.7")
+        choices = [] if model == "empty" else [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]  # fmt: skip
+        self._send(200, {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+                         "choices": choices, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.requests = []
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def config(server: Server, model: str, tmp_path: Path, **kw: Any) -> JudgeConfig:
+    base = {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": model, "api_key": "${JUDGE_TEST_KEY}",
+            "weight": 0.3, "timeout_s": 5, "max_retries": 0, "cache_path": str(tmp_path / "judge.jsonl")}  # fmt: skip
+    return JudgeConfig(**(base | kw))
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGE_TEST_KEY", KEY)
+
+
+def test_a_normal_reply_scales_a_positive_reward_and_never_raises_it(server: Server, tmp_path: Path) -> None:
+    sb = get_sandbox("process")
+    cfg = RewardConfig(judge=config(server, "good", tmp_path))
+    wrong = "def sum_of_evens(nums):\n    return -1\n"  # passes nothing: reward 0
+    right, partial, broken = grade_many([(EVENS, EVENS.reference_solution), (EVENS, wrong), (EVENS, "def f(:\n")],
+                                        sandbox=sb, config=cfg)  # fmt: skip
+    assert right.reward == pytest.approx(1.0 * (1 - 0.3 * (1 - 0.9)))
+    assert right.breakdown.judge_score == 0.9 and right.breakdown.reward_before_judge == 1.0
+    assert "judge: 0.9 (weight 0.3)" in right.breakdown.explanation
+    # programs without a positive reward are not judged
+    assert partial.reward == 0.0 and partial.breakdown.judge_score is None and broken.reward == -1.0
+    assert len(server.requests) == 1
+    assert server.requests[0]["temperature"] == 0
+    assert EVENS.reference_solution in server.requests[0]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("model", ["empty", "blank", "babble"])
+def test_empty_or_unparsable_replies_give_the_neutral_score_and_a_log_line(
+    model: str, server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = LLMJudge(config(server, model, tmp_path))
+    with caplog.at_level(logging.WARNING, logger="code_env.judge"):
+        verdict = judge.score("a task", "print(1)")
+    assert verdict.score == 0.5 and verdict.neutral
+    assert any("neutral score 0.5" in r.getMessage() for r in caplog.records)
+
+
+def test_a_refused_key_is_a_configuration_error(server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUDGE_TEST_KEY", "sk-wrong")
+    judge = LLMJudge(config(server, "good", tmp_path))
+    with pytest.raises(JudgeError, match=r"refused the key \(HTTP 401\): check \$\{JUDGE_TEST_KEY\}"):
+        judge.score("a task", "print(1)")
+    assert not (tmp_path / "judge.jsonl").exists()  # a refused call is not recorded
+
+
+def test_a_reply_slower_than_the_timeout_gives_the_neutral_score(
+    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = LLMJudge(config(server, "slow", tmp_path, timeout_s=0.5, max_retries=1))
+    with caplog.at_level(logging.WARNING, logger="code_env.judge"):
+        verdict = judge.score("a task", "print(1)")
+    assert verdict.neutral and verdict.score == 0.5
+    assert len(server.requests) == 2  # the first try and one retry
+    assert any("did not answer in time" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "judge.jsonl").exists()  # nothing recorded for a call that got no reply
+
+
+def test_recorded_calls_replay_offline_bit_for_bit(server: Server, tmp_path: Path) -> None:
+    sb = get_sandbox("process")
+    programs = [(EVENS, EVENS.reference_solution), (EVENS, "def sum_of_evens(n):\n    return sum(x for x in n if x % 2 == 0)\n")]
+    live = grade_many(programs, sandbox=sb, config=RewardConfig(judge=config(server, "low", tmp_path)))
+    recording = (tmp_path / "judge.jsonl").read_text()
+    assert len(recording.splitlines()) == 2 and KEY not in recording
+    server.shutdown()  # offline from here on
+    server.server_close()
+    replay_cfg = config(server, "low", tmp_path, mode="replay", base_url="http://127.0.0.1:9/v1")
+    replayed = grade_many(programs, sandbox=sb, config=RewardConfig(judge=replay_cfg))
+    assert [g.breakdown for g in replayed] == [g.breakdown for g in live]  # (timings differ, verdicts not)
+    assert [g.breakdown.judge_score for g in replayed] == [0.2, 0.2]
+    assert (tmp_path / "judge.jsonl").read_text() == recording  # replay writes nothing
+    with pytest.raises(JudgeError, match="replay mode: no recorded reply"):
+        LLMJudge(replay_cfg).score("another task", "print(2)")
+
+
+def test_judge_config_is_validated() -> None:
+    base = {"base_url": "http://127.0.0.1:1/v1", "model": "m", "mode": "live"}
+    with pytest.raises(ValueError, match="literal API key in a config file is refused"):
+        JudgeConfig(**base, api_key="sk-live-abcdef")
+    with pytest.raises(ValueError, match=r"less than or equal to 0\.3"):
+        JudgeConfig(**base, weight=0.5)
+    with pytest.raises(ValueError, match="needs a cache_path"):
+        JudgeConfig(**(base | {"mode": "record"}))
+    with pytest.raises(ValueError, match="expected an http"):
+        JudgeConfig(**(base | {"base_url": "127.0.0.1:1"}))
+    assert JudgeConfig(**base, api_key="${OPENAI_API_KEY}").weight == 0.1
+
+
+def test_judge_in_a_reward_file(tmp_path: Path) -> None:
+    good = tmp_path / "reward.toml"
+    good.write_text('[reward]\nall_public = 0.7\n[reward.judge]\nbase_url = "http://127.0.0.1:8000/v1"\n'
+                    'model = "m"\napi_key = "${OPENAI_API_KEY}"\nweight = 0.2\nmode = "live"\n')  # fmt: skip
+    cfg = RewardConfig.from_file(good)
+    assert cfg.judge is not None and cfg.judge.weight == 0.2 and cfg.all_public == 0.7
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text().replace("weight = 0.2", "weight = 0.9"))
+    with pytest.raises(ValueError, match=r"bad.toml: judge.weight: Input should be less than or equal to 0.3"):
+        RewardConfig.from_file(bad)
+    literal = tmp_path / "literal.toml"
+    literal.write_text(good.read_text().replace("${OPENAI_API_KEY}", "sk-abc123"))
+    with pytest.raises(ValueError, match=r"literal.toml: judge.api_key: .*literal API key .* is refused"):
+        RewardConfig.from_file(literal)
+
+
+def test_parse_score() -> None:
+    assert parse_score("SCORE: 0.75") == 0.75
+    assert parse_score("0") == 0.0
+    assert parse_score("SCORE: 1.5") is None
+    assert parse_score("") is None and parse_score(None) is None and parse_score("good") is None
