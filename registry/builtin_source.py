@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .builtin_source_2 import TASKS as _SECOND
+from .builtin_source_3 import TASKS as _THIRD
+
 # Each entry: id, kind, difficulty, tags, prompt, entry point (function tasks), reference,
 # public inputs, hidden inputs. Function inputs are argument lists; stdio inputs are stdin texts.
-TASKS: list[dict[str, Any]] = [
+_FIRST: list[dict[str, Any]] = [
     {
         "id": "builtin/sum-of-evens", "kind": "function", "difficulty": 1, "tags": ["lists", "arithmetic"],
         "entry_point": "sum_of_evens",
@@ -192,3 +195,5 @@ TASKS: list[dict[str, Any]] = [
                    [6, [[5, 2], [5, 0], [4, 0], [4, 1], [2, 3], [3, 1]]]],
     },
 ]  # fmt: skip
+
+TASKS: list[dict[str, Any]] = _FIRST + _SECOND + _THIRD
