@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import registry
-from registry.verify import verify
+from registry.verify import Job, verify_many
 from sandbox import Sandbox
 
 from .conftest import record
@@ -32,8 +32,7 @@ def test_code_env_verifier_full_humaneval(benchmark: Any, sb: Sandbox) -> None:
              for t in registry.load("humaneval")]  # fmt: skip
 
     def evaluate() -> None:
-        with ThreadPoolExecutor(max_workers=2 * CORES) as pool:
-            results = list(pool.map(lambda t: verify(t, t.reference_solution, sb), tasks))
+        results = verify_many([Job(t, t.reference_solution) for t in tasks], sb)  # one batch
         assert all(v.passed == v.total for v in results)
 
     benchmark.pedantic(evaluate, rounds=3, warmup_rounds=1)
