@@ -6,14 +6,24 @@ This release ships the sandbox (``sandbox``), the task registry (``registry``), 
 (``CodeExec-v0``) build on them.
 """
 
+from gymnasium.envs.registration import register
+
 from .adapters import TRLReward, compute_score, extract_code
+from .env import CodeExecEnv, EnvConfig
 from .grading import Grade, grade, grade_many
 from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
+from .spaces import AnyText
 
 __version__ = "0.1.0"
 
+register(id="CodeExec-v0", entry_point="code_env.env:CodeExecEnv", vector_entry_point="code_env.vector:CodeExecVectorEnv")
+register(id="CodeExecTokens-v0", entry_point="code_env.tokens:CodeExecTokensEnv")
+
 __all__ = [
+    "AnyText",
+    "CodeExecEnv",
+    "EnvConfig",
     "Grade",
     "JudgeConfig",
     "JudgeError",

@@ -17,18 +17,57 @@ from sandbox import Sandbox
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
 
-_default_sandbox: Sandbox | None = None
+_shared: dict[str, Sandbox] = {}
 _lock = threading.Lock()
 
 
-def default_sandbox() -> Sandbox:
-    """A process-wide sandbox (process backend, one worker per core), made on first use."""
-    global _default_sandbox
+def shared_sandbox(backend: str = "auto") -> Sandbox:
+    """A process-wide sandbox per backend (one worker per core), made on first use and shared by
+    every grader and environment of the process that does not bring its own executor."""
     with _lock:
-        if _default_sandbox is None:
-            _default_sandbox = Sandbox()
-            atexit.register(_default_sandbox.close)
-        return _default_sandbox
+        if backend not in _shared:
+            sb = Sandbox(backend)
+            _shared[backend] = sb
+            atexit.register(sb.close)
+        return _shared[backend]
+
+
+def default_sandbox() -> Sandbox:
+    """The shared sandbox of the default backend."""
+    return shared_sandbox("auto")
+
+
+class RunSummary(BaseModel):
+    """What the program's runs on the public tests looked like, as an agent sees it: exit code and
+    output of the first run that failed (else of the first run), flags, and the total time."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    timeout: bool = False
+    oom: bool = False
+    syntax_error: bool = False
+    execution_time_ms: float = 0.0
+
+    @classmethod
+    def of(cls, v: Verification) -> RunSummary:
+        if v.kind == "function":  # one run; its stdout is the verifier's channel, prints are on stderr
+            runs, hide_stdout = v.executions[:1], True
+        else:  # a compile check, then one run per test (checker runs come after)
+            runs, hide_stdout = v.executions[1 : 1 + len(v.cases)], False
+        shown = next((r for r in runs if not r.ok), runs[0] if runs else None)
+        if shown is None:
+            return cls(syntax_error=v.syntax_error is not None, stderr=v.syntax_error or "")
+        stderr = v.syntax_error or shown.stderr  # (the compile check's message, not a runner's traceback)
+        return cls(
+            exit_code=shown.exit_code if shown.exit_code is not None else -1,
+            stdout="" if hide_stdout else shown.stdout,
+            stderr=stderr,
+            timeout=v.timeout,
+            oom=v.oom,
+            syntax_error=v.syntax_error is not None,
+            execution_time_ms=round(sum(r.execution_time_ms for r in runs), 3),
+        )
 
 
 class Grade(BaseModel):
@@ -39,6 +78,7 @@ class Grade(BaseModel):
     reward: float | None
     breakdown: RewardBreakdown
     feedback: list[CaseResult] = Field(default_factory=list, description="public tests only")
+    run: RunSummary = Field(default_factory=RunSummary, description="the public runs, as an agent sees them")
     sandbox_error: str | None = None
 
 
@@ -111,6 +151,7 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = No
             reward=breakdown.reward,
             breakdown=breakdown,
             feedback=pub.cases,
+            run=RunSummary.of(pub),
             sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
         )
     if cfg.judge is not None:

@@ -1,0 +1,450 @@
+"""``CodeExec-v0``: write a program, run it in the sandbox against the task's tests, get a reward.
+
+A single-turn episode: ``reset`` picks a task and shows its prompt; ``step(code)`` runs the
+program on the public and hidden tests and terminates with the graded reward. With
+``max_turns > 1`` the agent sees the public tests' feedback and revises until its program passes
+every public test (then the hidden tests decide the final reward) or a budget runs out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import registry
+from registry import Task
+from registry.sampling import Curriculum, sample_stratified
+from registry.verify import Job, Runner, Verification, verify_many
+
+from .grading import RunSummary, aggregate, shared_sandbox
+from .reward import RewardBreakdown, RewardConfig
+from .spaces import AnyText
+from .trajectory import TrajectoryLogger
+
+MAX_TEXT_CHARS = 1 << 20  # prompt, stdout, stderr and feedback in an observation
+INT_BOUND = 2**31 - 1
+State = Literal["generating", "queued", "running", "executed", "judged", "timed-out", "overflow"]
+Budget = Literal["turns", "action_chars", "turn_time", "episode_time"]
+
+
+class EnvConfig(BaseModel):
+    """Every setting of a ``CodeExecEnv`` except the objects (tasks list, executor), validated.
+    It is written into each trajectory log line, so that ``code-env replay`` can rebuild the env."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: str = Field("builtin", description="task set name or .jsonl path ('<inline>' for a list)")
+    task_params: dict[str, Any] = Field(default_factory=dict, description="for generated sets: n, seed, difficulty")
+    sampling: Literal["uniform", "difficulty", "curriculum"] = "uniform"
+    max_turns: int = Field(1, ge=1, le=1000)
+    max_action_chars: int = Field(100_000, ge=1, le=MAX_TEXT_CHARS, description="longer actions truncate the episode")
+    turn_time_s: float | None = Field(None, gt=0, description="execution time per turn (sum over the turn's runs)")
+    episode_time_s: float | None = Field(None, gt=0, description="wall clock per episode, from reset")
+    timeout_s: float | None = Field(None, gt=0, le=600, description="per-test time limit (default: the task's)")
+    memory_mb: int | None = Field(None, ge=32, le=65536, description="memory limit (default: the task's)")
+    backend: str = Field("auto", description="sandbox backend when no executor is given")
+    log_dir: str | None = None
+    log_every: int = Field(1, ge=1, description="log every N-th episode")
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    timing_in_observation: bool = Field(False, description="add execution_time_ms to the observation (not reproducible)")
+
+
+class StepInfo(BaseModel):
+    """What ``info`` holds after a step (as a dict): everything that explains the reward, and
+    nothing that varies between two runs of the same seed (timings and time-stamped state
+    transitions are in the trajectory log and in ``env.unwrapped.last_timing``)."""
+
+    trace_id: str
+    problem_id: str
+    turn: int
+    reward_breakdown: dict[str, Any]
+    sandbox_error: str | None = None
+    budget: Budget | None = None
+    feedback: list[dict[str, Any]] = Field(default_factory=list, description="public tests (no timings)")
+
+
+def _obs_space(max_turns: int, timing: bool) -> spaces.Dict:
+    text = AnyText(MAX_TEXT_CHARS)
+    count = spaces.Box(0, INT_BOUND, shape=(), dtype=np.int64)
+    fields: dict[str, spaces.Space[Any]] = {
+        "prompt": text,
+        "stdout": text,
+        "stderr": text,
+        "feedback": text,
+        "exit_code": spaces.Box(-INT_BOUND, INT_BOUND, shape=(), dtype=np.int64),
+        "timeout": spaces.Discrete(2),
+        "oom": spaces.Discrete(2),
+        "syntax_error": spaces.Discrete(2),
+        "public_passed": count,
+        "public_total": count,
+        "turn": spaces.Box(0, max_turns, shape=(), dtype=np.int64),
+    }  # fmt: skip
+    if timing:
+        fields["execution_time_ms"] = spaces.Box(0.0, 1e9, shape=(), dtype=np.float64)
+    return spaces.Dict(fields)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 14] + "…[truncated]\n"
+
+
+StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
+
+
+class CodeExecEnv(gym.Env[dict[str, Any], str]):
+    """Write a program for a task; it runs in a hardened sandbox against the task's tests.
+
+    ## Action space
+    ``AnyText(max_action_chars)``: the program's source, any ``str``. A longer action truncates
+    the episode with the ``budget_exhausted`` reward; a non-string raises ``TypeError``.
+
+    ## Observation space
+    A ``Dict``: ``prompt`` (the task, with its starter code), ``stdout``, ``stderr`` (of the first
+    failing public run, else the first; for function tasks the program's prints are on stderr),
+    ``feedback`` (JSON list of the public tests: input, expected, got, error), ``exit_code``,
+    ``timeout``, ``oom``, ``syntax_error`` (0/1), ``public_passed``, ``public_total``, ``turn``.
+    Text fields are ``AnyText``: any character. The turn's execution time is in
+    ``env.unwrapped.last_timing`` and the log; ``timing_in_observation=True`` adds it to the observation, which
+    then no longer follows from the seed (wall-clock time is noise).
+    Hidden tests never show: only their counts, in ``info["reward_breakdown"]``.
+
+    ## Rewards (``RewardConfig``, defaults)
+    Single-turn: syntax error -1, timeout -0.5, OOM -0.5, ``0.6 * k/n`` for k of n public tests,
+    0.8 all public, 1.0 all public and hidden. Multi-turn: intermediate steps earn only the process
+    bonus (0.05 when the public pass count improves, at most 0.1 per episode); the step that passes
+    every public test earns its tier minus the bonus already paid (a solved episode returns exactly
+    its tier, so failing on purpose first never pays). Any exhausted budget: -0.1. A failure of
+    the sandbox itself (retried once): reward 0, the episode is truncated and
+    ``info["sandbox_error"]`` says why; drop such samples.
+
+    ## Episode end
+    ``terminated``: single-turn after the step; multi-turn when every public test passes.
+    ``truncated``: a budget ran out (turns, characters per action, execution time per turn, wall
+    clock per episode; ``info["budget"]`` names it) or the sandbox failed.
+
+    ## Arguments
+    ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
+    (uniform | difficulty | curriculum), ``max_turns``, budgets, ``reward`` (``RewardConfig`` or
+    a file), ``backend``, ``timeout_s``/``memory_mb`` overrides, ``log_dir``/``log_every``, and
+    ``executor`` (anything with ``run_many``, shared between environments). See ``EnvConfig``.
+
+    ## Version history
+    v0: first release.
+
+    >>> import gymnasium as gym, code_env
+    >>> env = gym.make("CodeExec-v0")
+    >>> obs, info = env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    >>> code = "def sum_of_evens(nums):\\n    return sum(n for n in nums if n % 2 == 0)\\n"
+    >>> obs, reward, terminated, truncated, info = env.step(code)
+    >>> reward, terminated, info["reward_breakdown"]["tier"]
+    (1.0, True, 'all_tests')
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
+
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, executor: Runner | None = None,
+                 reward: RewardConfig | str | Path | None = None, render_mode: str | None = None,
+                 **options: Any) -> None:  # fmt: skip
+        if isinstance(reward, (str, Path)):
+            reward = RewardConfig.from_file(reward)
+        task_list: list[Task] | None = None
+        if isinstance(tasks, (str, Path)):
+            name = str(tasks)
+        elif isinstance(tasks, Sequence) and all(isinstance(t, Task) for t in tasks):
+            name, task_list = "<inline>", [t for t in tasks if isinstance(t, Task)]
+        else:
+            raise TypeError(f"tasks: expected a task set name, a .jsonl path or a list of registry.Task, got {type(tasks).__name__}")
+        try:
+            self.config = EnvConfig(tasks=name, reward=reward or RewardConfig(), **options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise ValueError(f"CodeExec-v0: {where}: {err['msg']}" + (f" (got {err['input']!r})" if "input" in err else "")) from None
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.tasks: list[Task] = task_list if task_list is not None else registry.load(name, **self.config.task_params)
+        if not self.tasks:
+            raise ValueError(f"task set {name!r} is empty")
+        self._by_id = {t.problem_id: t for t in self.tasks}
+        self.executor: Runner = executor if executor is not None else shared_sandbox(self.config.backend)
+        self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
+        self.logger = TrajectoryLogger(self.config.log_dir, every=self.config.log_every) if self.config.log_dir else None
+        self.action_space = AnyText(self.config.max_action_chars)
+        self.observation_space = _obs_space(self.config.max_turns, self.config.timing_in_observation)
+        self._task: Task | None = None
+        self._episode = -1  # every episode of this env
+        self._sample = -1  # episodes since the last reset with a seed: the trace id's "sample"
+        self._turn = 0
+        self._done = True
+        self._seed: int | None = None
+        self._started = 0.0
+        self._best_passed = 0
+        self._bonus_paid = 0.0
+        self._obs: dict[str, Any] | None = None
+        self._transitions: list[tuple[State, float]] = []
+        self.last_timing: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------- reset
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        pid = options.pop("problem_id", None)
+        if options:
+            raise ValueError(f"reset options: unknown {sorted(options)} (known: ['problem_id'])")
+        if pid is not None:
+            if not isinstance(pid, str):
+                raise TypeError(f"problem_id: expected str, got {type(pid).__name__}")
+            self._task = self._by_id.get(pid) or registry.get(self.tasks, pid)  # raises with "did you mean"
+        else:
+            self._task = self._draw()
+        if seed is not None:
+            self._seed, self._sample = seed, -1
+        self._episode += 1
+        self._sample += 1
+        self._turn = 0
+        self._done = False
+        self._started = time.monotonic()
+        self._best_passed = 0
+        self._bonus_paid = 0.0
+        self._transitions = [("generating", time.time())]
+        self._obs = self._observation(None, None)
+        task = self._task
+        return self._obs, {"problem_id": task.problem_id, "trace_id": self._trace_id(), "difficulty": task.difficulty}
+
+    def _draw(self) -> Task:
+        import random
+
+        rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
+        if self.config.sampling == "uniform":
+            return self.tasks[int(self.np_random.integers(0, len(self.tasks)))]
+        if self.config.sampling == "difficulty":
+            return sample_stratified(self.tasks, rng)
+        assert self.curriculum is not None
+        return self.curriculum.sample(rng)
+
+    @property
+    def task(self) -> Task | None:
+        """The current episode's task."""
+        return self._task
+
+    def _trace_id(self) -> str:
+        assert self._task is not None
+        return f"{self._task.problem_id}/{self._sample}/{self._turn}"
+
+    def _prompt(self) -> str:
+        assert self._task is not None
+        t = self._task
+        return _clip(t.prompt + (f"\n\n```python\n{t.starter_code}```\n" if t.starter_code.strip() else ""))
+
+    # -------------------------------------------------------------------------------- step
+
+    def step(self, action: str) -> StepResult:
+        rounds = self.step_rounds(action)
+        try:
+            jobs = next(rounds)
+            while True:
+                jobs = rounds.send(verify_many(jobs, self.executor))
+        except StopIteration as stop:
+            result: StepResult = stop.value
+            return result
+
+    def step_rounds(self, action: Any) -> Generator[list[Job], list[Verification], StepResult]:
+        """The step as rounds of verification jobs: each ``yield`` hands the caller a list of jobs
+        and receives their verifications; the return value is the step's result. ``step`` runs
+        the rounds itself; a vector env interleaves the rounds of all its sub-envs, so that their
+        programs go to the executor together."""
+        if self._task is None:
+            raise ResetNeeded("CodeExec-v0: step() before reset()")
+        if self._done:
+            raise ResetNeeded("CodeExec-v0: the episode is over (terminated or truncated); call reset()")
+        if not isinstance(action, str):
+            raise TypeError(f"CodeExec-v0: the action is the program's source, a str; got {type(action).__name__}")
+        task = self._task
+        self._mark("queued")
+        cfg = self.config
+        if len(action) > cfg.max_action_chars:
+            self._mark("overflow")
+            why = f"the action has {len(action)} characters, the budget {cfg.max_action_chars}"
+            return self._budget_end(action, "action_chars", why)
+        if cfg.episode_time_s is not None and time.monotonic() - self._started > cfg.episode_time_s:
+            self._mark("timed-out")
+            return self._budget_end(action, "episode_time", f"the episode ran past its {cfg.episode_time_s:g} s")
+        run_task = self._effective(task)
+        single = cfg.max_turns == 1
+        tid = self._trace_id()
+        jobs = [Job(run_task, action, "public", f"{tid}/public")]
+        if single:
+            jobs.append(Job(run_task, action, "hidden", f"{tid}/hidden"))
+        self._mark("running")
+        results = yield jobs
+        if any(v.sandbox_error for v in results):  # our failure, not the program's: once more
+            results = yield jobs
+        self._mark("executed")
+        pub = results[0]
+        hid = results[1] if single else None
+        if not single and not pub.sandbox_error and pub.total and pub.passed == pub.total:
+            self._mark("running")
+            (hid,) = yield [Job(run_task, action, "hidden", f"{tid}/hidden")]
+            if hid.sandbox_error:
+                (hid,) = yield [Job(run_task, action, "hidden", f"{tid}/hidden")]
+            self._mark("executed")
+        breakdown = aggregate(pub, hid if hid is not None and not pub.syntax_error else None, cfg.reward)
+        summary = RunSummary.of(pub)
+        executions = pub.executions + (hid.executions if hid is not None else [])
+        sandbox_error = next((v.sandbox_error for v in (pub, hid) if v is not None and v.sandbox_error), None)
+        budget: Budget | None = None
+        terminated = truncated = False
+        if sandbox_error:
+            reward, truncated = 0.0, True
+        elif cfg.turn_time_s is not None and sum(r.execution_time_ms for r in executions) > cfg.turn_time_s * 1000:
+            self._mark("timed-out")
+            reward, truncated, budget = cfg.reward.budget_exhausted, True, "turn_time"
+        elif single:
+            assert breakdown.reward is not None
+            reward, terminated = breakdown.reward, True
+        elif breakdown.tier in ("all_public", "all_tests"):
+            assert breakdown.reward is not None
+            reward, terminated = breakdown.reward - self._bonus_paid, True
+        elif self._turn + 1 >= cfg.max_turns:
+            reward, truncated, budget = cfg.reward.budget_exhausted, True, "turns"
+        else:
+            reward = 0.0
+            if pub.passed > self._best_passed:
+                reward = min(cfg.reward.process_bonus, cfg.reward.process_bonus_cap - self._bonus_paid)
+                self._bonus_paid += reward
+            self._best_passed = max(self._best_passed, pub.passed)
+        reward = round(float(reward), 6)
+        if self.curriculum is not None and (terminated or truncated) and not sandbox_error:
+            self.curriculum.update(task, breakdown.tier == "all_tests")
+        self._mark("judged")
+        self._obs = self._observation(pub, summary)
+        info = StepInfo(
+            trace_id=tid, problem_id=task.problem_id, turn=self._turn,
+            reward_breakdown=breakdown.model_dump(), sandbox_error=sandbox_error, budget=budget,
+            feedback=[c.model_dump(exclude={"elapsed_ms"}) for c in pub.cases],
+        ).model_dump()  # fmt: skip
+        info["step_reward"] = reward
+        self.last_timing = {"execution_time_ms": summary.execution_time_ms, "transitions": list(self._transitions)}
+        self._log(action, reward, terminated, truncated, info, executions, pub, hid)
+        return self._advance(self._obs, reward, terminated, truncated, info)
+
+    def _effective(self, task: Task) -> Task:
+        """The task with this env's limits: overrides, and a per-test time within the turn budget."""
+        update: dict[str, Any] = {}
+        if self.config.timeout_s is not None:
+            update["timeout_s"] = self.config.timeout_s
+        if self.config.memory_mb is not None:
+            update["memory_mb"] = self.config.memory_mb
+        if self.config.turn_time_s is not None:
+            update["timeout_s"] = min(update.get("timeout_s", task.timeout_s), self.config.turn_time_s)
+        return task.model_copy(update=update) if update else task
+
+    def _budget_end(self, action: str, budget: Budget, why: str) -> StepResult:
+        assert self._task is not None
+        reward = self.config.reward.budget_exhausted
+        breakdown = RewardBreakdown(tier="budget_exhausted", reward=reward, explanation=why)
+        obs = dict(self._obs or self._observation(None, None))
+        obs["stderr"] = _clip(f"budget exhausted: {why}\n")
+        obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
+        info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
+                        reward_breakdown=breakdown.model_dump(), budget=budget).model_dump()  # fmt: skip
+        info["step_reward"] = reward
+        self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
+        self._log(action, reward, False, True, info, [], None, None)
+        return self._advance(obs, reward, False, True, info)
+
+    def _advance(self, obs: dict[str, Any], reward: float, terminated: bool, truncated: bool,
+                 info: dict[str, Any]) -> StepResult:  # fmt: skip
+        self._turn += 1
+        if terminated or truncated:
+            self._done = True
+        else:
+            self._transitions = [("generating", time.time())]
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
+
+    def _mark(self, state: State) -> None:
+        self._transitions.append((state, time.time()))
+
+    def _observation(self, pub: Verification | None, summary: RunSummary | None) -> dict[str, Any]:
+        s = summary or RunSummary()
+        cases = [{"input": c.input, "expected": c.expected, "got": c.got, "status": c.status, "error": c.error,
+                  "traceback": c.traceback} for c in (pub.cases if pub else [])]  # fmt: skip
+        obs = {
+            "prompt": self._prompt(),
+            "stdout": _clip(s.stdout),
+            "stderr": _clip(s.stderr),
+            "feedback": _clip(json.dumps(cases, ensure_ascii=False)) if pub else "",
+            "exit_code": np.array(max(-INT_BOUND, min(INT_BOUND, s.exit_code)), dtype=np.int64),
+            "timeout": np.int64(s.timeout),
+            "oom": np.int64(s.oom),
+            "syntax_error": np.int64(s.syntax_error),
+            "public_passed": np.array(pub.passed if pub else 0, dtype=np.int64),
+            "public_total": np.array(pub.total if pub else 0, dtype=np.int64),
+            "turn": np.array(self._turn + (1 if pub is not None else 0), dtype=np.int64),
+        }
+        if self.config.timing_in_observation:
+            obs["execution_time_ms"] = np.array(min(s.execution_time_ms, 1e9), dtype=np.float64)
+        return obs
+
+    # -------------------------------------------------------------------------------- logs
+
+    def _log(self, action: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any],
+             executions: list[Any], pub: Verification | None, hid: Verification | None) -> None:  # fmt: skip
+        if self.logger is None or not self.logger.wants(self._episode):
+            return
+        assert self._task is not None
+        task = self._task
+        record = {
+            "trace_id": info["trace_id"],
+            "episode": self._episode,
+            "seed": self._seed,
+            "sample": self._sample,
+            "turn": self._turn,
+            "problem_id": task.problem_id,
+            "task_fingerprint": hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16],
+            "prompt": self._prompt(),
+            "action": action,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "budget": info["budget"],
+            "sandbox_error": info["sandbox_error"],
+            "reward_breakdown": info["reward_breakdown"],
+            "public_cases": [c.model_dump() for c in pub.cases] if pub else [],
+            "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
+            "executions": [r.model_dump() for r in executions],
+            "execution_time_ms": self.last_timing["execution_time_ms"],
+            "transitions": self.last_timing["transitions"],
+            "config": self.config.model_dump(mode="json"),
+        }
+        if self.config.tasks == "<inline>":
+            record["task"] = task.model_dump(mode="json")
+        self.logger.write(record)
+
+    # ---------------------------------------------------------------------------- misc
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._obs is None:
+            return None
+        o = self._obs
+        return (f"turn {int(o['turn'])}: {int(o['public_passed'])}/{int(o['public_total'])} public tests, "
+                f"exit {int(o['exit_code'])}{' TIMEOUT' if o['timeout'] else ''}{' OOM' if o['oom'] else ''}\n"
+                f"{o['stderr'][-2000:]}")  # fmt: skip
+
+    def close(self) -> None:
+        if self.logger is not None:
+            self.logger.close()
+        super().close()
