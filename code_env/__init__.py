@@ -2,14 +2,15 @@
 sandboxed code execution.
 
 This release ships the sandbox (``sandbox``), the task registry (``registry``), the grader
-(``code_env.grade`` and its TRL/verl adapters) and the ``code-env`` command; the environments
-(``CodeExec-v0``) build on them.
+(``code_env.grade`` and its TRL/verl adapters), the environments ``CodeExec-v0`` (programs as
+actions) and ``CodeExecTokens-v0`` (one token per action, for fixed-action-space libraries such as
+SB3), and the ``code-env`` command.
 """
 
-from gymnasium.envs.registration import register
+from gymnasium.envs.registration import register as _register
 
 from .adapters import TRLReward, compute_score, extract_code
-from .env import CodeExecEnv, EnvConfig
+from .env import CodeExecEnv, EnvConfig, Evaluation, evaluate
 from .grading import Grade, grade, grade_many
 from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
@@ -17,13 +18,14 @@ from .spaces import AnyText
 
 __version__ = "0.1.0"
 
-register(id="CodeExec-v0", entry_point="code_env.env:CodeExecEnv", vector_entry_point="code_env.vector:CodeExecVectorEnv")
-register(id="CodeExecTokens-v0", entry_point="code_env.tokens:CodeExecTokensEnv")
+_register(id="CodeExec-v0", entry_point="code_env.env:CodeExecEnv", vector_entry_point="code_env.vector:CodeExecVectorEnv")
+_register(id="CodeExecTokens-v0", entry_point="code_env.tokens:CodeExecTokensEnv")
 
 __all__ = [
     "AnyText",
     "CodeExecEnv",
     "EnvConfig",
+    "Evaluation",
     "Grade",
     "JudgeConfig",
     "JudgeError",
@@ -33,6 +35,7 @@ __all__ = [
     "TRLReward",
     "__version__",
     "compute_score",
+    "evaluate",
     "extract_code",
     "grade",
     "grade_many",

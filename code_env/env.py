@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import registry
 from registry import Task
 from registry.sampling import Curriculum, sample_stratified
-from registry.verify import Job, Runner, Verification, verify_many
+from registry.verify import CaseResult, Job, Runner, Verification, verify_many
 
-from .grading import RunSummary, aggregate, shared_sandbox
+from .grading import RunSummary, aggregate, grade_many, shared_sandbox
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
 from .trajectory import TrajectoryLogger
@@ -62,7 +62,9 @@ class EnvConfig(BaseModel):
 class StepInfo(BaseModel):
     """What ``info`` holds after a step (as a dict): everything that explains the reward, and
     nothing that varies between two runs of the same seed (timings and time-stamped state
-    transitions are in the trajectory log and in ``env.unwrapped.last_timing``)."""
+    transitions are in the trajectory log and in ``env.unwrapped.last_timing``). The breakdown
+    leaves out its empty fields (no ``reward`` when the sandbox failed), so that vector envs can
+    stack infos without mixing numbers and None."""
 
     trace_id: str
     problem_id: str
@@ -99,6 +101,75 @@ def _clip(text: str) -> str:
 
 
 StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
+
+
+def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: RunSummary | None, turn: int,
+                     *, timing: bool = False) -> dict[str, Any]:  # fmt: skip
+    """An observation of ``CodeExec-v0``'s space (``cases`` None: nothing ran yet)."""
+    s = summary or RunSummary()
+    shown = [{"input": c.input, "expected": c.expected, "got": c.got, "status": c.status, "error": c.error,
+              "traceback": c.traceback} for c in cases or []]  # fmt: skip
+    obs = {
+        "prompt": _clip(prompt),
+        "stdout": _clip(s.stdout),
+        "stderr": _clip(s.stderr),
+        "feedback": _clip(json.dumps(shown, ensure_ascii=False)) if cases is not None else "",
+        "exit_code": np.array(max(-INT_BOUND, min(INT_BOUND, s.exit_code)), dtype=np.int64),
+        "timeout": np.int64(s.timeout),
+        "oom": np.int64(s.oom),
+        "syntax_error": np.int64(s.syntax_error),
+        "public_passed": np.array(sum(c.passed for c in cases or []), dtype=np.int64),
+        "public_total": np.array(len(cases or []), dtype=np.int64),
+        "turn": np.array(turn, dtype=np.int64),
+    }
+    if timing:
+        obs["execution_time_ms"] = np.array(min(s.execution_time_ms, 1e9), dtype=np.float64)
+    return obs
+
+
+def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dict[str, Task]) -> Task | None:
+    """The task that ``reset(options={"problem_id": ...})`` asks for (None: draw one); unknown
+    options and ids are errors, the latter with a "did you mean"."""
+    options = dict(options or {})
+    pid = options.pop("problem_id", None)
+    if options:
+        raise ValueError(f"reset options: unknown {sorted(options)} (known: ['problem_id'])")
+    if pid is None:
+        return None
+    if not isinstance(pid, str):
+        raise TypeError(f"problem_id: expected str, got {type(pid).__name__}")
+    return by_id.get(pid) or registry.get(tasks, pid)
+
+
+def task_prompt(task: Task) -> str:
+    """What the agent reads: the task's prompt, and its starter code when it has one."""
+    return _clip(task.prompt + (f"\n\n```python\n{task.starter_code}```\n" if task.starter_code.strip() else ""))
+
+
+class Evaluation(BaseModel):
+    """One candidate's judgement in a batch: the observation a single-turn step would give, the
+    reward (None when the sandbox failed: skip the sample) and its breakdown."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    problem_id: str
+    observation: dict[str, Any]
+    reward: float | None
+    breakdown: RewardBreakdown
+    sandbox_error: str | None = None
+
+
+def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | None = None, config: RewardConfig | None = None,
+             timing: bool = False) -> list[Evaluation]:  # fmt: skip
+    """Judge N tasks x K candidate programs in one call: every run goes to the executor in one
+    batch (public and hidden tests together) and identical (task, program) pairs are judged once.
+    Results come back in order, each as a single-turn ``CodeExec-v0`` step would judge it."""
+    grades = grade_many(items, sandbox=executor, config=config)
+    return [
+        Evaluation(problem_id=g.problem_id, reward=g.reward, breakdown=g.breakdown, sandbox_error=g.sandbox_error,
+                   observation=make_observation(task_prompt(t), g.feedback, g.run, 1, timing=timing))
+        for (t, _), g in zip(items, grades, strict=True)
+    ]  # fmt: skip
 
 
 class CodeExecEnv(gym.Env[dict[str, Any], str]):
@@ -199,16 +270,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
-        options = dict(options or {})
-        pid = options.pop("problem_id", None)
-        if options:
-            raise ValueError(f"reset options: unknown {sorted(options)} (known: ['problem_id'])")
-        if pid is not None:
-            if not isinstance(pid, str):
-                raise TypeError(f"problem_id: expected str, got {type(pid).__name__}")
-            self._task = self._by_id.get(pid) or registry.get(self.tasks, pid)  # raises with "did you mean"
-        else:
-            self._task = self._draw()
+        self._task = requested_task(options, self.tasks, self._by_id) or self._draw()
         if seed is not None:
             self._seed, self._sample = seed, -1
         self._episode += 1
@@ -245,8 +307,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     def _prompt(self) -> str:
         assert self._task is not None
-        t = self._task
-        return _clip(t.prompt + (f"\n\n```python\n{t.starter_code}```\n" if t.starter_code.strip() else ""))
+        return task_prompt(self._task)
 
     # -------------------------------------------------------------------------------- step
 
@@ -332,7 +393,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._obs = self._observation(pub, summary)
         info = StepInfo(
             trace_id=tid, problem_id=task.problem_id, turn=self._turn,
-            reward_breakdown=breakdown.model_dump(), sandbox_error=sandbox_error, budget=budget,
+            reward_breakdown=breakdown.model_dump(exclude_none=True), sandbox_error=sandbox_error, budget=budget,
             feedback=[c.model_dump(exclude={"elapsed_ms"}) for c in pub.cases],
         ).model_dump()  # fmt: skip
         info["step_reward"] = reward
@@ -359,7 +420,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         obs["stderr"] = _clip(f"budget exhausted: {why}\n")
         obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
         info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
-                        reward_breakdown=breakdown.model_dump(), budget=budget).model_dump()  # fmt: skip
+                        reward_breakdown=breakdown.model_dump(exclude_none=True), budget=budget).model_dump()  # fmt: skip
         info["step_reward"] = reward
         self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
         self._log(action, reward, False, True, info, [], None, None)
@@ -379,25 +440,21 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._transitions.append((state, time.time()))
 
     def _observation(self, pub: Verification | None, summary: RunSummary | None) -> dict[str, Any]:
-        s = summary or RunSummary()
-        cases = [{"input": c.input, "expected": c.expected, "got": c.got, "status": c.status, "error": c.error,
-                  "traceback": c.traceback} for c in (pub.cases if pub else [])]  # fmt: skip
-        obs = {
-            "prompt": self._prompt(),
-            "stdout": _clip(s.stdout),
-            "stderr": _clip(s.stderr),
-            "feedback": _clip(json.dumps(cases, ensure_ascii=False)) if pub else "",
-            "exit_code": np.array(max(-INT_BOUND, min(INT_BOUND, s.exit_code)), dtype=np.int64),
-            "timeout": np.int64(s.timeout),
-            "oom": np.int64(s.oom),
-            "syntax_error": np.int64(s.syntax_error),
-            "public_passed": np.array(pub.passed if pub else 0, dtype=np.int64),
-            "public_total": np.array(pub.total if pub else 0, dtype=np.int64),
-            "turn": np.array(self._turn + (1 if pub is not None else 0), dtype=np.int64),
-        }
-        if self.config.timing_in_observation:
-            obs["execution_time_ms"] = np.array(min(s.execution_time_ms, 1e9), dtype=np.float64)
-        return obs
+        turn = self._turn + (1 if pub is not None else 0)
+        cases = pub.cases if pub is not None else None
+        return make_observation(self._prompt(), cases, summary, turn, timing=self.config.timing_in_observation)
+
+    def evaluate(self, programs: Sequence[str], problem_id: str | None = None) -> list[Evaluation]:
+        """Judge K candidate programs for one task (this episode's, or ``problem_id``) in one
+        batch through this env's executor, outside any episode: a GRPO group. See ``evaluate``."""
+        if problem_id is not None:
+            task = self._by_id.get(problem_id) or registry.get(self.tasks, problem_id)
+        elif self._task is not None:
+            task = self._task
+        else:
+            raise ResetNeeded("CodeExec-v0: evaluate() needs a problem_id, or reset() first")
+        return evaluate([(self._effective(task), p) for p in programs], executor=self.executor,
+                        config=self.config.reward, timing=self.config.timing_in_observation)  # fmt: skip
 
     # -------------------------------------------------------------------------------- logs
 

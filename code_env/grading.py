@@ -4,6 +4,7 @@ function the environment, GRPO and the TRL/verl adapters use."""
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,19 +18,21 @@ from sandbox import Sandbox
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
 
-_shared: dict[str, Sandbox] = {}
+_shared: dict[tuple[str, int], Sandbox] = {}
 _lock = threading.Lock()
 
 
 def shared_sandbox(backend: str = "auto") -> Sandbox:
     """A process-wide sandbox per backend (one worker per core), made on first use and shared by
-    every grader and environment of the process that does not bring its own executor."""
+    every grader and environment of the process that does not bring its own executor. A forked
+    child (a SubprocVecEnv or AsyncVectorEnv worker) makes its own: the parent's workers are not its."""
+    key = (backend, os.getpid())
     with _lock:
-        if backend not in _shared:
+        if key not in _shared:
             sb = Sandbox(backend)
-            _shared[backend] = sb
+            _shared[key] = sb
             atexit.register(sb.close)
-        return _shared[backend]
+        return _shared[key]
 
 
 def default_sandbox() -> Sandbox:

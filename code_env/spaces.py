@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Space
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import (
+    batch_space,
+    concatenate,
+    create_empty_array,
+    create_shared_memory,
+    iterate,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 # sample() draws from these: printable ASCII, whitespace and a few non-ASCII characters
 _ALPHABET = [chr(c) for c in range(32, 127)] + ["\n", "\t", "é", "λ", "→", "中", "🙂"]
@@ -107,3 +115,27 @@ def _concatenate(space: AnyText, items: Sequence[str], out: Any) -> tuple[str, .
 @create_empty_array.register(AnyText)
 def _empty(space: AnyText, n: int = 1, fn: Any = np.zeros) -> tuple[str, ...]:
     return ("",) * n
+
+
+# AsyncVectorEnv's shared memory: text has no fixed size, so the "shared memory" of an AnyText is a
+# list served by a multiprocessing manager (one per vector env; it lives as long as the process).
+_managers: list[Any] = []
+
+
+@create_shared_memory.register(AnyText)
+def _shared(space: AnyText, n: int = 1, ctx: Any = None) -> Any:
+    import multiprocessing as mp
+
+    manager = (ctx or mp).Manager()
+    _managers.append(manager)
+    return manager.list([""] * n)
+
+
+@read_from_shared_memory.register(AnyText)
+def _read_shared(space: AnyText, shared_memory: Any, n: int = 1) -> tuple[str, ...]:
+    return tuple(shared_memory[:n])
+
+
+@write_to_shared_memory.register(AnyText)
+def _write_shared(space: AnyText, index: int, value: str, shared_memory: Any) -> None:
+    shared_memory[index] = value

@@ -105,6 +105,7 @@ class CaseResult(BaseModel):
 class Verification(BaseModel):
     """Everything a grader needs: per-case results and what went wrong with the run."""
 
+    kind: Literal["function", "stdio"] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
     syntax_error: str | None = None
     load_error: str | None = None
@@ -200,7 +201,8 @@ def _plan(job: Job) -> _Plan:
 
 def _judge_function(task: Task, cases: Sequence[TestCase], res: ExecutionResult, nonce: str, show: bool,
                     checks: list[_CheckItem]) -> Verification:  # fmt: skip
-    v = Verification(executions=[res], timeout=res.timeout_hit, oom=res.oom, sandbox_error=res.sandbox_error)
+    v = Verification(kind="function", executions=[res], timeout=res.timeout_hit, oom=res.oom,
+                     sandbox_error=res.sandbox_error)  # fmt: skip
     if res.sandbox_error:
         return v
     found: dict[int, dict[str, Any]] = {}
@@ -264,7 +266,7 @@ def _judge_function(task: Task, cases: Sequence[TestCase], res: ExecutionResult,
 def _judge_stdio(cases: Sequence[TestCase], results: list[ExecutionResult], show: bool,
                  checks: list[_CheckItem]) -> Verification:  # fmt: skip
     syntax, outs = results[0], results[1:]
-    v = Verification(executions=results)
+    v = Verification(kind="stdio", executions=results)
     errors = [r.sandbox_error for r in results if r.sandbox_error]
     if errors:
         v.sandbox_error = errors[0]

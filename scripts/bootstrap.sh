@@ -41,6 +41,9 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import sandbox, code_env' 2>/dev/null; then
     log "installing code-env[dev] into $VENV"
     "$VPY" -m pip install -q --upgrade pip >"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
+    # torch before stable-baselines3: an unpinned torch would pull a multi-GB CUDA build
+    "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
+        >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
     # compat mode: a plain path entry instead of an import-hook finder, which would cost every
     # Python started from this venv (workers, nsjail runs, subprocesses) ~20 ms of start-up
     "$VPY" -m pip install -q -e "$ROOT[dev]" --config-settings editable_mode=compat \

@@ -1,0 +1,374 @@
+"""CodeExec-v0: spaces and check_env, seeding, single- and multi-turn episodes, every budget,
+vector envs (batched, sync, async), the batched evaluation API, trajectory logs, and misuse."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+from gymnasium.utils.env_checker import check_env
+
+import code_env
+import registry
+from code_env import CodeExecEnv, evaluate
+from code_env.spaces import AnyText
+from registry import Task
+from sandbox import ExecutionResult, RunRequest
+
+from .conftest import get_sandbox
+
+TASKS = registry.load("builtin")
+BY_ID = {t.problem_id: t for t in TASKS}
+EVENS = BY_ID["builtin/sum-of-evens"]
+FIZZ = BY_ID["builtin/fizzbuzz-line"]
+WRONG_EVENS = "def sum_of_evens(nums):\n    return sum(nums)\n"
+
+
+class CountingRunner:
+    """The real sandbox, counting the batches it is handed."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+        self.batches.append(len(requests))
+        return get_sandbox("process").run_many(requests)
+
+
+def make(**kw: Any) -> CodeExecEnv:
+    return CodeExecEnv(executor=get_sandbox("process"), **kw)
+
+
+def test_registered_and_makeable_without_the_import() -> None:
+    assert "CodeExec-v0" in gym.registry and "CodeExecTokens-v0" in gym.registry
+    env = gym.make("code_env:CodeExec-v0")
+    assert isinstance(env.unwrapped, CodeExecEnv)
+    env.close()
+
+
+def test_check_env_passes_without_warnings() -> None:
+    # pytest turns every warning into an error: check_env must not warn about the spaces
+    check_env(gym.make("CodeExec-v0").unwrapped)
+    check_env(gym.make("CodeExec-v0", max_turns=3).unwrapped)
+    check_env(gym.make("CodeExec-v0", tasks="humaneval", render_mode="ansi").unwrapped)
+
+
+def test_any_text_space() -> None:
+    space = AnyText(50)
+    for text in ["", "print('λ → 中')\n\t", "\udcff\x00 binary", "x" * 50]:
+        assert space.contains(text)
+    assert not space.contains("x" * 51) and not space.contains(b"bytes") and not space.contains(None)
+    space.seed(0)
+    assert all(space.contains(space.sample()) for _ in range(50))
+    with pytest.raises(ValueError, match="max_length: expected an int >= 0"):
+        AnyText(-1)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        EVENS.reference_solution,
+        "def f(:\n",
+        "import sys\nsys.stderr.buffer.write(b'\\xff\\xfe\\x00 garbage ' * 1000)\nraise SystemExit(3)\n",
+        "print('x' * 5_000_000)\ndef sum_of_evens(n):\n    return 0\n",
+        "while True:\n    pass\n",
+        "\x00\x01\x02 binary garbage \udcff",
+    ],
+    ids=["reference", "syntax", "binary-stderr", "huge-output", "loop", "garbage-source"],
+)
+def test_every_observation_is_in_the_space(program: str) -> None:
+    env = make(timeout_s=1.0)
+    obs, _ = env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    assert env.observation_space.contains(obs)
+    obs, reward, terminated, _, info = env.step(program)
+    assert env.observation_space.contains(obs), {k: type(v) for k, v in obs.items()}
+    assert terminated and isinstance(reward, float)
+    assert info["reward_breakdown"]["reward"] == reward
+
+
+def rollout(env: CodeExecEnv, seed: int, episodes: int = 6) -> list[Any]:
+    """A seeded policy: the reference or a wrong program, drawn from its own rng."""
+    rng = np.random.default_rng(seed)
+    out: list[Any] = []
+    _, info = env.reset(seed=seed)
+    for _ in range(episodes):
+        task = env.task
+        assert task is not None
+        program = task.reference_solution if rng.random() < 0.5 else "print(42)\n"
+        obs2, reward, term, trunc, info = env.step(program)
+        out.append((info["problem_id"], {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in obs2.items()},
+                    reward, term, trunc, info))  # fmt: skip
+        _obs, info = env.reset()
+    return out
+
+
+def test_same_seed_same_observations_and_rewards() -> None:
+    a, b = rollout(make(), seed=7), rollout(make(), seed=7)
+    assert a == b
+    assert len({x[0] for x in a}) > 1  # several tasks were drawn
+    assert rollout(make(), seed=8) != a
+
+
+def test_single_turn_rewards_and_info() -> None:
+    env = make()
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    obs, reward, term, trunc, info = env.step(WRONG_EVENS)
+    assert term and not trunc
+    assert info["reward_breakdown"]["tier"] == "partial" and 0 < reward < 0.6
+    assert obs["public_total"] == 3 and obs["turn"] == 1
+    feedback = json.loads(obs["feedback"])
+    assert {c["status"] for c in feedback} == {"passed", "failed"} and "expected" in feedback[0]
+    assert info["trace_id"] == "builtin/sum-of-evens/0/0"
+    assert [s for s, _ in env.last_timing["transitions"]] == ["generating", "queued", "running", "executed", "judged"]
+    assert env.last_timing["execution_time_ms"] > 0
+    with pytest.raises(ResetNeeded, match="the episode is over"):
+        env.step(EVENS.reference_solution)
+
+
+def test_multi_turn_a_wrong_first_program_is_fixed_from_the_feedback() -> None:
+    env = make(max_turns=3)
+    obs, _ = env.reset(seed=0, options={"problem_id": "builtin/fizzbuzz-line"})
+    obs, r1, term, trunc, info = env.step("n = int(input())\nfor i in range(1, n + 1):\n    print(i)\n")
+    assert not term and not trunc and obs["turn"] == 1
+    assert 0 < obs["public_passed"] < obs["public_total"]
+    assert r1 == pytest.approx(0.05)  # the process bonus: the pass count improved
+    assert info["reward_breakdown"]["hidden_total"] == 0  # hidden tests wait for the final program
+    failing = [c for c in json.loads(obs["feedback"]) if c["status"] != "passed"]
+    assert failing and "Fizz" in failing[0]["expected"]
+    obs, r2, term, trunc, info = env.step(FIZZ.reference_solution)
+    assert term and not trunc and obs["turn"] == 2
+    assert info["reward_breakdown"]["tier"] == "all_tests"
+    assert r1 + r2 == pytest.approx(1.0)  # a solved episode returns its tier: the bonus was an advance
+    assert info["trace_id"] == "builtin/fizzbuzz-line/0/1"
+
+
+def test_process_bonus_is_capped_and_failing_on_purpose_never_pays() -> None:
+    env = make(max_turns=5)
+    env.reset(seed=0, options={"problem_id": "builtin/fizzbuzz-line"})
+    rewards = []
+    for program in ["print(1)\n", "n=int(input())\nfor i in range(1,n+1): print(i)\n", "print(1)\n", "pass\n"]:
+        rewards.append(env.step(program)[1])
+    assert sum(rewards) <= 0.1 + 1e-9 and rewards[2] == rewards[3] == 0.0
+    _, final, term, _, info = env.step(FIZZ.reference_solution)
+    assert term and info["reward_breakdown"]["tier"] == "all_tests"
+    assert sum(rewards) + final == pytest.approx(1.0)
+
+
+def test_budget_turns() -> None:
+    env = make(max_turns=2)
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    env.step("def sum_of_evens(nums):\n    return 0\n")
+    _obs, reward, term, trunc, info = env.step("def sum_of_evens(nums):\n    return 0\n")
+    assert trunc and not term and info["budget"] == "turns" and reward == -0.1
+
+
+def test_budget_action_chars_truncates_without_crashing() -> None:
+    env = make(max_action_chars=100)
+    obs, _ = env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    obs, reward, term, trunc, info = env.step("# " + "x" * 10_000 + "\n" + EVENS.reference_solution)
+    assert trunc and not term and info["budget"] == "action_chars" and reward == -0.1
+    assert "budget exhausted" in obs["stderr"] and env.observation_space.contains(obs)
+    assert [s for s, _ in env.last_timing["transitions"]][-1] == "overflow"
+
+
+def test_budget_execution_time_per_turn() -> None:
+    env = make(turn_time_s=0.5, max_turns=3)
+    env.reset(seed=0, options={"problem_id": "builtin/fizzbuzz-line"})
+    _obs, reward, _term, trunc, info = env.step("import time\ntime.sleep(0.2)\nprint(1)\n")  # 3 runs x 0.2 s
+    assert trunc and info["budget"] == "turn_time" and reward == -0.1
+    assert [s for s, _ in env.last_timing["transitions"]][-2:] == ["timed-out", "judged"]
+
+
+def test_budget_wall_clock_per_episode() -> None:
+    env = make(episode_time_s=0.3, max_turns=3)
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    time.sleep(0.4)  # the agent thinks for too long
+    _obs, reward, _term, trunc, info = env.step(EVENS.reference_solution)
+    assert trunc and info["budget"] == "episode_time" and reward == -0.1
+
+
+def test_a_sandbox_failure_surfaces_in_info_not_as_a_reward() -> None:
+    broken = EVENS.model_copy(update={"problem_id": "test/broken-checker", "public_tests": [
+        c.model_copy(update={"checker": "raise SystemExit(3)"}) for c in EVENS.public_tests]})  # fmt: skip
+    env = make(tasks=[broken])
+    env.reset(seed=0)
+    _obs, reward, term, trunc, info = env.step(EVENS.reference_solution)
+    assert reward == 0.0 and trunc and not term
+    assert "checker failed" in info["sandbox_error"] and "reward" not in info["reward_breakdown"]
+
+
+def test_misuse_gets_clear_errors() -> None:
+    env = make()
+    with pytest.raises(ResetNeeded, match=r"step\(\) before reset\(\)"):
+        env.step("print(1)")
+    wrapped = gym.make("CodeExec-v0")
+    with pytest.raises(ResetNeeded):
+        wrapped.step("print(1)")
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="the action is the program's source, a str; got int"):
+        env.step(42)  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="did you mean 'builtin/sum-of-evens'"):
+        env.reset(options={"problem_id": "builtin/sum-of-even"})
+    with pytest.raises(ValueError, match=r"reset options: unknown \['difficulty'\]"):
+        env.reset(options={"difficulty": 3})
+    with pytest.raises(ValueError, match="CodeExec-v0: max_turns: Input should be greater than or equal to 1"):
+        make(max_turns=0)
+    with pytest.raises(ValueError, match="CodeExec-v0: sampling: Input should be 'uniform', 'difficulty' or 'curriculum'"):
+        make(sampling="random")
+    with pytest.raises(ValueError, match="CodeExec-v0: colour: Extra inputs are not permitted"):
+        make(colour="red")
+    with pytest.raises(registry.UnknownTaskSetError, match="did you mean 'builtin'"):
+        make(tasks="bultin")
+
+
+def test_sampling_modes_draw_reproducibly() -> None:
+    for mode in ("uniform", "difficulty", "curriculum"):
+        ids = []
+        for _ in range(2):
+            env = make(sampling=mode)
+            env.reset(seed=3)
+            ids.append([env.reset()[1]["problem_id"] for _ in range(20)])
+        assert ids[0] == ids[1] and len(set(ids[0])) > 3, mode
+
+
+def test_reward_config_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "reward.toml"
+    path.write_text("[reward]\nsyntax_error = -2.0\n")
+    env = make(reward=path)
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    assert env.step("def f(:\n")[1] == -2.0
+
+
+# ------------------------------------------------------------------------------ vector envs
+
+
+def test_make_vec_batches_every_sub_env_into_one_run_many() -> None:
+    runner = CountingRunner()
+    envs = gym.make_vec("CodeExec-v0", num_envs=8, executor=runner)
+    assert type(envs).__name__ == "CodeExecVectorEnv"
+    obs, info = envs.reset(seed=10)
+    singles = [make() for _ in range(8)]
+    assert list(info["problem_id"]) == [e.reset(seed=10 + i)[1]["problem_id"] for i, e in enumerate(singles)]
+    tasks = [BY_ID[pid] for pid in info["problem_id"]]
+    runner.batches.clear()
+    obs, rewards, term, _, info = envs.step(tuple(t.reference_solution for t in tasks))
+    assert rewards.tolist() == [1.0] * 8 and term.all()
+    # one batch for the 8 programs, public and hidden tests together (then one for special checkers)
+    runs = sum(2 if t.kind == "function" else 2 + len(t.public_tests) + len(t.hidden_tests) for t in tasks)
+    checkers = any(c.checker for t in tasks for c in t.public_tests + t.hidden_tests)
+    assert runner.batches[0] == runs and len(runner.batches) == 1 + checkers
+    assert obs["public_total"].tolist() == [len(t.public_tests) for t in tasks]
+    # next-step autoreset: the finished sub-envs reset on this step, with reward 0
+    obs, rewards, term, _trunc, info = envs.step(("pass",) * 8)
+    assert rewards.tolist() == [0.0] * 8 and not term.any() and obs["turn"].tolist() == [0] * 8
+    envs.close()
+
+
+def test_make_vec_same_step_autoreset_reports_final_info() -> None:
+    envs = gym.make_vec("CodeExec-v0", num_envs=2, executor=get_sandbox("process"),
+                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # fmt: skip
+    _, info = envs.reset(seed=0)
+    actions = tuple(BY_ID[p].reference_solution for p in info["problem_id"])
+    obs, rewards, term, _, info = envs.step(actions)
+    assert term.all() and rewards.tolist() == [1.0, 1.0]
+    assert list(info["final_info"]["reward_breakdown"]["tier"]) == ["all_tests", "all_tests"]
+    assert obs["turn"].tolist() == [0, 0]  # already the next episode's first observation
+    envs.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_gymnasium_modes(mode: str) -> None:
+    envs = gym.make_vec("CodeExec-v0", num_envs=8, vectorization_mode=mode)
+    _, info = envs.reset(seed=0)
+    assert list(info["problem_id"]) == [make().reset(seed=i)[1]["problem_id"] for i in range(8)]
+    actions = tuple(BY_ID[p].reference_solution for p in info["problem_id"])
+    _, rewards, term, _, info = envs.step(actions)
+    assert rewards.tolist() == [1.0] * 8 and term.all()
+    _, rewards, *_ = envs.step(("def f(:\n",) * 8)  # autoreset step
+    _obs, rewards, *_ = envs.step(("def f(:\n",) * 8)
+    assert rewards.tolist() == [-1.0] * 8
+    envs.close()
+
+
+# ------------------------------------------------------------------------------ batched API
+
+
+def test_evaluate_k_candidates_in_one_batch_identical_ones_judged_once() -> None:
+    runner = CountingRunner()
+    candidates = [EVENS.reference_solution, WRONG_EVENS, EVENS.reference_solution, "def f(:\n"]
+    env = CodeExecEnv(executor=runner)
+    results = env.evaluate(candidates, problem_id="builtin/sum-of-evens")
+    assert [r.reward for r in results] == [1.0, results[1].reward, 1.0, -1.0]
+    assert runner.batches == [2 * 3]  # 3 distinct programs x (public + hidden), one batch
+    for r in results:
+        assert env.observation_space.contains(r.observation)
+    assert results[1].observation["public_passed"] == 1
+    # N tasks x K candidates
+    both = evaluate([(EVENS, EVENS.reference_solution), (FIZZ, FIZZ.reference_solution), (FIZZ, "print(1)\n")],
+                    executor=get_sandbox("process"))  # fmt: skip
+    assert [r.problem_id for r in both] == ["builtin/sum-of-evens", "builtin/fizzbuzz-line", "builtin/fizzbuzz-line"]
+    assert [r.reward for r in both][:2] == [1.0, 1.0] and both[2].reward is not None and both[2].reward < 0.8
+
+
+# ------------------------------------------------------------------------------ logs
+
+
+def test_trajectory_log_one_line_per_step_with_everything(tmp_path: Path) -> None:
+    env = make(log_dir=str(tmp_path), max_turns=2)
+    env.reset(seed=5, options={"problem_id": "builtin/sum-of-evens"})
+    env.step(WRONG_EVENS)
+    env.step(EVENS.reference_solution)
+    env.close()
+    (path,) = tmp_path.glob("*.jsonl")
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["trace_id"] for x in lines] == ["builtin/sum-of-evens/0/0", "builtin/sum-of-evens/0/1"]
+    first, last = lines
+    assert first["seed"] == 5 and first["action"] == WRONG_EVENS and first["prompt"].startswith(EVENS.prompt)
+    assert first["executions"] and first["public_cases"] and first["reward_breakdown"]["tier"] == "partial"
+    assert [s for s, _ in last["transitions"]] == ["generating", "queued", "running", "executed", "running", "executed", "judged"]
+    assert last["reward"] + first["reward"] == pytest.approx(1.0) and last["terminated"]
+    assert last["config"]["max_turns"] == 2 and last["hidden_cases"]
+
+
+def test_trajectory_log_sampling_and_rotation(tmp_path: Path) -> None:
+    env = make(log_dir=str(tmp_path / "every3"), log_every=3)
+    env.reset(seed=0)
+    for _ in range(7):
+        env.step("print(1)\n")
+        env.reset()
+    env.close()
+    lines = [json.loads(x) for f in (tmp_path / "every3").glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert sorted(x["episode"] for x in lines) == [0, 3, 6]
+    env = make(log_dir=str(tmp_path / "rotate"))
+    assert env.logger is not None
+    env.logger.max_bytes = 4096
+    env.reset(seed=0)
+    for _ in range(6):
+        env.step(EVENS.reference_solution)
+        env.reset()
+    env.close()
+    files = sorted((tmp_path / "rotate").glob("*.jsonl"))
+    assert len(files) > 1 and sum(len(f.read_text().splitlines()) for f in files) == 6
+
+
+def test_inline_task_lists_and_generated_sets() -> None:
+    custom = Task.model_validate({**EVENS.model_dump(), "problem_id": "mine/evens"})
+    env = make(tasks=[custom])
+    env.reset(seed=0)
+    assert env.step(EVENS.reference_solution)[1] == 1.0
+    env = make(tasks="synthetic:arith", task_params={"n": 5, "seed": 1})
+    _, info = env.reset(seed=0)
+    assert info["problem_id"].startswith("synthetic:arith/")
+    with pytest.raises(TypeError, match="tasks: expected a task set name"):
+        make(tasks=[1, 2])  # type: ignore[list-item]
+
+
+def test_public_api_lists_the_env() -> None:
+    assert {"CodeExecEnv", "EnvConfig", "Evaluation", "evaluate", "AnyText"} <= set(code_env.__all__)
