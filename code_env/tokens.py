@@ -1,0 +1,257 @@
+"""``CodeExecTokens-v0``: write ``f(x)``'s expression one token at a time; the finished program
+runs in the sandbox like any ``CodeExec-v0`` program. Small discrete spaces, so that an
+off-the-shelf RL library (Stable-Baselines3's PPO with ``MlpPolicy``) trains on real, sandboxed
+execution without a language model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+
+import registry
+from registry import Task
+from registry.verify import Runner
+
+from .env import requested_task
+from .grading import Grade, grade, shared_sandbox
+from .reward import RewardConfig
+
+#: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
+VOCAB: tuple[str, ...] = ("x", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "+", "-", "*", "(", ")", "<end>")
+END = len(VOCAB) - 1
+_INDEX = {tok: i for i, tok in enumerate(VOCAB[:END])}
+
+LOG_SCALE = 16.0  # an example's value v shows as clip(sign(v) * ln(1 + |v|) / 16, -1, 1) ...
+LINEAR_SCALE = 20.0  # ... and as clip(v / 20, -1, 1) (the arith family's inputs are -20..20)
+EXAMPLE_FEATURES = 5  # present, log x, log f(x), linear x, linear f(x)
+
+
+def expression(tokens: list[int] | tuple[int, ...]) -> str:
+    """The Python expression of a token sequence (without ``END``): tokens are separated by
+    spaces, except that digits run together into numbers and parentheses hug their contents.
+    Two ``*`` never make ``**``: ``x * * 2`` is a syntax error, there is no power operator."""
+    out: list[str] = []
+    prev = ""
+    for t in tokens:
+        tok = VOCAB[t]
+        if out and not ((prev.isdigit() and tok.isdigit()) or prev == "(" or tok == ")"):
+            out.append(" ")
+        out.append(tok)
+        prev = tok
+    return "".join(out)
+
+
+def tokenize(expr: str) -> list[int]:
+    """The tokens of an expression over the vocabulary (spaces ignored; a number is one token
+    per digit); ``expression(tokenize(e))`` is ``e`` in canonical spacing. ``ValueError`` for a
+    character outside the vocabulary."""
+    tokens: list[int] = []
+    for ch in expr:
+        if ch.isspace():
+            continue
+        if ch not in _INDEX:
+            raise ValueError(f"{ch!r} is not in the vocabulary {VOCAB[:END]}")
+        tokens.append(_INDEX[ch])
+    return tokens
+
+
+def program(entry_point: str, expr: str) -> str:
+    """The program a token sequence stands for. The expression goes into an assignment, not
+    straight into ``return``: an empty expression is then a syntax error, as it should be,
+    rather than a valid ``return`` of ``None``."""
+    return f"def {entry_point}(x):\n    result = {expr}\n    return result\n"
+
+
+def _encode(v: Any) -> tuple[float, float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+        return 0.0, 0.0
+    log = float(np.sign(v) * np.log1p(abs(float(v))) / LOG_SCALE)
+    return float(np.clip(log, -1.0, 1.0)), float(np.clip(v / LINEAR_SCALE, -1.0, 1.0))
+
+
+class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
+    """Write ``f(x)`` token by token for a ``synthetic:arith`` task; the program runs in the sandbox.
+
+    A task of the ``synthetic:arith`` family asks for an integer function ``f(x)`` given
+    input/output examples (its public tests; hidden tests check more inputs). The agent builds the
+    expression ``f`` returns from a fixed vocabulary; when it emits ``<end>`` or the length budget
+    runs out, the program ``def f(x): result = <expression>; return result`` is graded on the
+    public and hidden tests in the sandbox, exactly as ``CodeExec-v0`` grades a program.
+
+    ## Action space
+    ``Discrete(17)``: ``VOCAB`` = ``x``, digits ``0``-``9``, ``+``, ``-``, ``*``, ``(``, ``)``,
+    ``<end>`` (action 16). Tokens join with spaces, except that consecutive digits make one number
+    (``1``, ``2`` is ``12``) and parentheses hug their contents; ``*``, ``*`` is therefore a
+    syntax error, not a power. An action outside the space raises ``ValueError``.
+
+    ## Observation space
+    ``Box(-1, 1, (5 K + max_tokens * 17 + 1,), float32)``, K = the most public examples of a pool
+    task (4 for ``synthetic:arith``):
+
+    * per public example (zeros after the task's last): 1, then ``x`` and ``f(x)`` each as
+      ``clip(sign(v) ln(1 + |v|) / 16, -1, 1)`` and as ``clip(v / 20, -1, 1)``;
+    * the tokens so far, one-hot, one row of 17 per position (rows past the end all zero);
+    * the fraction of the length budget used, ``len(tokens) / max_tokens``.
+
+    ## Rewards
+    0 for every token but the last. The last step (``<end>``, or the token that fills the
+    budget) earns the program's grade, the ``CodeExec-v0`` tiers (``RewardConfig``, defaults):
+    syntax error -1 (an empty or garbled expression), timeout or OOM -0.5, ``0.6 k/n`` for ``k``
+    of ``n`` public tests, 0.8 all public, 1.0 all public and hidden. A failure of the sandbox
+    itself (retried once) gives 0 and truncates the episode; ``info["sandbox_error"]`` says why.
+
+    ## Episode end
+    ``terminated`` when the program is graded: after ``<end>``, or after the ``max_tokens``-th
+    token (``info["budget"] == "max_tokens"``; the budget is part of the task and in the
+    observation, and nothing follows the grade, so it is a terminal state, not a truncation).
+    ``truncated`` only when the sandbox failed. Stepping before ``reset`` or after the end raises
+    ``gymnasium.error.ResetNeeded``.
+
+    ## Info
+    Every step: ``problem_id``, ``expression`` (the tokens so far, as text), ``n_tokens``,
+    ``sandbox_error`` (None unless the sandbox failed). The last step also: ``reward_breakdown``
+    (``RewardBreakdown`` as a dict: tier, reward, test counts, explanation) and ``budget``
+    (``"max_tokens"`` or None). ``reset`` gives ``problem_id`` and ``difficulty``. Nothing in it
+    varies between two runs with the same seed and actions.
+
+    ## Arguments
+    ``difficulty`` (1-5, or None for a pool of every level in turn; default 1: a level-1
+    reference takes at most 9 tokens), ``n_tasks`` (pool size, default 200), ``task_seed`` (the
+    pool's generator seed, default 0): the pool is ``registry.load("synthetic:arith", n=n_tasks,
+    seed=task_seed, difficulty=difficulty)``. ``max_tokens`` (length budget, default 16; raise it
+    for difficulty > 2), ``reward`` (``RewardConfig``, file path, or None for the defaults),
+    ``executor`` (anything with ``run_many``; default the process-wide sandbox of ``backend``,
+    ``"auto"``), ``render_mode`` (``"ansi"`` or None). ``reset(options={"problem_id": ...})``
+    picks a task of the pool; otherwise ``reset`` draws one uniformly with ``self.np_random``.
+
+    ## Version history
+    v0: first release.
+
+    >>> import gymnasium as gym, code_env
+    >>> from code_env.tokens import END, tokenize
+    >>> env = gym.make("CodeExecTokens-v0")
+    >>> obs, info = env.reset(seed=0, options={"problem_id": "synthetic:arith/0/1"})
+    >>> env.unwrapped.task.reference_solution
+    'def f(x):\\n    return (7 * x)\\n'
+    >>> for action in [*tokenize("7 * x"), END]:
+    ...     obs, reward, terminated, truncated, info = env.step(action)
+    >>> info["expression"], reward, terminated, info["reward_breakdown"]["tier"]
+    ('7 * x', 1.0, True, 'all_tests')
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
+
+    def __init__(self, *, difficulty: int | None = 1, n_tasks: int = 200, task_seed: int = 0,
+                 max_tokens: int = 16, executor: Runner | None = None,
+                 reward: RewardConfig | str | Path | None = None, backend: str = "auto",
+                 render_mode: str | None = None) -> None:  # fmt: skip
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 1024:
+            raise ValueError(f"max_tokens: expected an int in 1..1024, got {max_tokens!r}")
+        if isinstance(reward, (str, Path)):
+            reward = RewardConfig.from_file(reward)
+        if reward is not None and not isinstance(reward, RewardConfig):
+            raise TypeError(f"reward: expected a RewardConfig, a file path or None, got {type(reward).__name__}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.reward_config = reward or RewardConfig()
+        self.max_tokens = max_tokens
+        self.tasks: list[Task] = registry.load("synthetic:arith", n=n_tasks, seed=task_seed, difficulty=difficulty)
+        self._by_id = {t.problem_id: t for t in self.tasks}
+        self.executor: Runner = executor if executor is not None else shared_sandbox(backend)
+        self.n_examples = max(len(t.public_tests) for t in self.tasks)
+        n_ex = EXAMPLE_FEATURES * self.n_examples
+        low = np.concatenate([np.tile(np.array([0, -1, -1, -1, -1], np.float32), self.n_examples),
+                              np.zeros(max_tokens * len(VOCAB) + 1, np.float32)])  # fmt: skip
+        self.observation_space = spaces.Box(low, np.ones_like(low), dtype=np.float32)
+        self._size = int(low.size)
+        self.action_space = spaces.Discrete(len(VOCAB))
+        self._tokens_at = n_ex  # where the one-hot rows start
+        self._task: Task | None = None
+        self._examples = np.zeros(n_ex, np.float32)
+        self._tokens: list[int] = []
+        self._done = True
+
+    @property
+    def task(self) -> Task | None:
+        """The current episode's task."""
+        return self._task
+
+    def reference_actions(self) -> list[int]:
+        """The actions that write the current task's reference expression, then ``END``."""
+        if self._task is None:
+            raise ResetNeeded("CodeExecTokens-v0: reference_actions() before reset()")
+        ref = self._task.reference_solution.split("return", 1)[1].strip()
+        return [*tokenize(ref), END]
+
+    # ------------------------------------------------------------------------------- reset
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        task = requested_task(options, self.tasks, self._by_id)
+        if task is None:
+            task = self.tasks[int(self.np_random.integers(0, len(self.tasks)))]
+        self._task = task
+        self._tokens = []
+        self._done = False
+        ex = np.zeros((self.n_examples, EXAMPLE_FEATURES), np.float32)
+        for k, case in enumerate(task.public_tests):
+            (log_x, lin_x), (log_y, lin_y) = _encode(case.args[0] if case.args else None), _encode(case.expected)
+            ex[k] = (1.0, log_x, log_y, lin_x, lin_y)
+        self._examples = ex.reshape(-1)
+        return self._observation(), {"problem_id": task.problem_id, "difficulty": task.difficulty}
+
+    # -------------------------------------------------------------------------------- step
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._task is None:
+            raise ResetNeeded("CodeExecTokens-v0: step() before reset()")
+        if self._done:
+            raise ResetNeeded("CodeExecTokens-v0: the episode is over (terminated or truncated); call reset()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"CodeExecTokens-v0: the action must be a token id, an int in 0..{END} "
+                             f"({END} is <end>); got {action!r} of type {type(action).__name__}")  # fmt: skip
+        task = self._task
+        token = int(action)
+        if token != END:
+            self._tokens.append(token)
+        expr = expression(self._tokens)
+        info: dict[str, Any] = {"problem_id": task.problem_id, "expression": expr,
+                                "n_tokens": len(self._tokens), "sandbox_error": None}  # fmt: skip
+        if token != END and len(self._tokens) < self.max_tokens:
+            return self._observation(), 0.0, False, False, info
+        self._done = True
+        g = self._grade(task, program(task.entry_point or "f", expr))
+        info["reward_breakdown"] = g.breakdown.model_dump()
+        info["budget"] = None if token == END else "max_tokens"
+        if g.reward is None:
+            info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
+            return self._observation(), 0.0, False, True, info
+        return self._observation(), round(float(g.reward), 6), True, False, info
+
+    def _grade(self, task: Task, code: str) -> Grade:
+        g = grade(task, code, sandbox=self.executor, config=self.reward_config)
+        if g.reward is None:  # our failure, not the program's: once more
+            g = grade(task, code, sandbox=self.executor, config=self.reward_config)
+        return g
+
+    def _observation(self) -> np.ndarray:
+        obs = np.zeros(self._size, np.float32)
+        obs[: self._tokens_at] = self._examples
+        rows = obs[self._tokens_at : -1].reshape(self.max_tokens, len(VOCAB))
+        rows[np.arange(len(self._tokens)), self._tokens] = 1.0
+        obs[-1] = len(self._tokens) / self.max_tokens
+        return obs
+
+    # ---------------------------------------------------------------------------- misc
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._task is None:
+            return None
+        return f"{self._task.problem_id}: f(x) = {expression(self._tokens)}{' <end>' if self._done else ''}\n"
