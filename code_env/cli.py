@@ -3,11 +3,15 @@
     code-env run FILE [--json] [--timeout S] [--memory-mb M] [--backend B] [--stdin FILE] [...]
     code-env demo [--backend B ...] [--json]
     code-env info [--backend B]
+    code-env replay LOG
+    code-env audit LOG [--top N] [--seed S]
+    code-env stats LOG [--png FILE]
 
 Every ``Limits`` field is a flag of ``run`` (``--cpu-time-s``, ``--max-output-bytes``, ...), with
 ``--timeout`` as the short name of ``--timeout-s``.
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
-failed (``sandbox_error``), 2 for bad usage or input.
+failed (``sandbox_error``), 2 for bad usage or input. ``replay``: 0 when every re-judged reward
+matches the log, 1 when some differ. LOG is a trajectory log file or a directory of them.
 """
 
 from __future__ import annotations
@@ -161,6 +165,60 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def cmd_replay(ns: argparse.Namespace) -> int:
+    from .logtools import replay
+    from .trajectory import LogFileError
+
+    try:
+        report = replay(ns.log, progress=True)
+    except LogFileError as exc:
+        return _usage_error(str(exc))
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def cmd_audit(ns: argparse.Namespace) -> int:
+    from .logtools import audit, format_audit
+    from .trajectory import LogFileError
+
+    try:
+        entries = audit(ns.log, top=ns.top, seed=ns.seed)
+    except LogFileError as exc:
+        return _usage_error(str(exc))
+    print(format_audit(entries))
+    return 0
+
+
+def cmd_stats(ns: argparse.Namespace) -> int:
+    from .logtools import stats, write_png
+    from .trajectory import LogFileError
+
+    try:
+        st = stats(ns.log)
+    except LogFileError as exc:
+        return _usage_error(str(exc))
+    print(st.table())
+    if ns.png:
+        try:
+            write_png(st, ns.png)
+        except ImportError:
+            return _usage_error("--png needs matplotlib (pip install matplotlib)")
+        except OSError as exc:
+            return _usage_error(f"cannot write {ns.png!r}: {exc.strerror or exc}")
+        print(f"wrote {ns.png}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="code-env", description="Sandboxed code execution for RL on code.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -189,6 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="show the isolation a backend achieves on this machine")
     i.add_argument("--backend", default="auto")
     i.set_defaults(func=cmd_info)
+    rp = sub.add_parser("replay", help="re-judge every logged step; report rewards that differ (exit 1)")
+    rp.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
+    rp.set_defaults(func=cmd_replay)
+    au = sub.add_parser("audit", help="a random sample of the highest-return episodes, with code and outputs")
+    au.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
+    au.add_argument("--top", type=_positive_int, default=20, metavar="N", help="episodes to show (default: 20)")
+    au.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default: 0)")
+    au.set_defaults(func=cmd_audit)
+    st = sub.add_parser("stats", help="pass rates, reward distribution and timing of a log")
+    st.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
+    st.add_argument("--png", metavar="FILE", help="also draw a reward and a timing histogram to FILE")
+    st.set_defaults(func=cmd_stats)
     return p
 
 

@@ -1,0 +1,224 @@
+"""``code-env replay / audit / stats`` over trajectory logs written by real environments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import registry
+from code_env import CodeExecEnv
+from code_env.logtools import audit, episodes, format_audit, replay, stats
+from code_env.trajectory import LogFileError, TrajectoryLogger
+
+CLI = [sys.executable, "-m", "code_env"]
+TASKS = {t.problem_id: t for t in registry.load("builtin")}
+REF = {pid: t.reference_solution for pid, t in TASKS.items()}
+WRONG_SUM = "def sum_of_evens(nums):\n    return 0\n"  # 2 of 3 public tests
+WRONG_PALINDROME = "def is_palindrome(s):\n    return False\n"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def play(env: CodeExecEnv, problem_id: str, *programs: str) -> list[float]:
+    env.reset(options={"problem_id": problem_id})
+    return [float(env.step(p)[1]) for p in programs]
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Seven episodes in two files: three references, two wrong programs, a syntax error, and a
+    multi-turn episode solved at the second attempt."""
+    d = tmp_path_factory.mktemp("log")
+    single = CodeExecEnv(log_dir=str(d))
+    assert play(single, "builtin/sum-of-evens", REF["builtin/sum-of-evens"]) == [1.0]
+    assert play(single, "builtin/reverse-words", REF["builtin/reverse-words"]) == [1.0]
+    assert play(single, "builtin/is-palindrome", REF["builtin/is-palindrome"]) == [1.0]
+    assert play(single, "builtin/sum-of-evens", WRONG_SUM) == [0.4]
+    assert play(single, "builtin/fizzbuzz-line", "print(1)\n")[0] < 1.0
+    assert play(single, "builtin/sum-of-evens", "def sum_of_evens(:\n") == [-1.0]
+    multi = CodeExecEnv(log_dir=str(d), max_turns=3)
+    rewards = play(multi, "builtin/is-palindrome", WRONG_PALINDROME, REF["builtin/is-palindrome"])
+    assert round(sum(rewards), 6) == 1.0 and rewards[1] < 1.0  # the bonus, then the tier less the bonus
+    single.close()
+    multi.close()
+    assert len(list(d.glob("*.jsonl"))) == 2
+    return d
+
+
+def tampered(log: Path, dest: Path, match: Callable[[dict[str, Any]], bool], **changes: Any) -> tuple[Path, int]:
+    """A copy of the log with ``changes`` applied to the one record ``match`` picks; its line."""
+    shutil.copytree(log, dest)
+    hits = []
+    for f in sorted(dest.glob("*.jsonl")):
+        lines = f.read_text().splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            rec = json.loads(line)
+            if match(rec):
+                rec.update(changes)
+                lines[i] = json.dumps(rec) + "\n"
+                hits.append((f, i + 1))
+        f.write_text("".join(lines))
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+# ---------------------------------------------------------------------------------- replay
+
+
+def test_replay_of_an_untouched_log_matches(log: Path) -> None:
+    report = replay(log)
+    assert (report.episodes, report.steps) == (7, 8)
+    assert report.differences == [] and report.ok
+    assert report.skipped_sandbox_errors == report.timing_dependent == report.incomplete_episodes == 0
+    out = cli("replay", str(log))
+    assert out.returncode == 0, out.stderr
+    assert "replayed 7 episodes, 8 steps re-judged: 0 differ" in out.stdout
+
+
+def test_replay_reports_exactly_the_tampered_reward(log: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    f, line = tampered(log, copy, lambda r: r["problem_id"] == "builtin/reverse-words", reward=0.5)
+    report = replay(copy)
+    assert len(report.differences) == 1
+    d = report.differences[0]
+    assert d.trace_id.startswith("builtin/reverse-words/") and d.where == f"{f}:{line}"
+    assert (d.logged_reward, d.new_reward, d.logged_tier, d.new_tier) == (0.5, 1.0, "all_tests", "all_tests")
+    out = cli("replay", str(copy))
+    assert out.returncode == 1, out.stderr
+    diffs = [x for x in out.stdout.splitlines() if x.startswith("DIFF")]
+    assert diffs == [f"DIFF {d}"] and "logged 0.5" in diffs[0] and "replayed 1 (all_tests)" in diffs[0]
+    assert "Traceback" not in out.stderr
+
+
+def test_replay_tampered_multi_turn_step(log: Path, tmp_path: Path) -> None:
+    f, line = tampered(log, tmp_path / "copy", lambda r: r["config"]["max_turns"] == 3 and r["turn"] == 0, reward=0.0)
+    report = replay(tmp_path / "copy")
+    assert [(d.where, d.logged_reward, d.new_reward) for d in report.differences] == [(f"{f}:{line}", 0.0, 0.05)]
+
+
+def test_replay_skips_logged_sandbox_errors(log: Path, tmp_path: Path) -> None:
+    tampered(log, tmp_path / "copy", lambda r: r["action"] == WRONG_SUM, sandbox_error="worker died", reward=0.0)
+    report = replay(tmp_path / "copy")
+    assert report.skipped_sandbox_errors == 1 and report.steps == 7 and report.ok
+
+
+def test_timing_dependent_steps_are_not_differences(tmp_path: Path) -> None:
+    env = CodeExecEnv(log_dir=str(tmp_path / "log"), episode_time_s=1e-9)  # past its budget at once
+    assert play(env, "builtin/sum-of-evens", REF["builtin/sum-of-evens"]) == [-0.1]
+    env.close()
+    report = replay(tmp_path / "log")
+    assert report.timing_dependent == 1 and report.ok and not report.timing_differences
+    tampered(tmp_path / "log", tmp_path / "copy", lambda r: True, reward=1.0)
+    report = replay(tmp_path / "copy")
+    assert report.ok and len(report.timing_differences) == 1
+    out = cli("replay", str(tmp_path / "copy"))
+    assert out.returncode == 0 and "1 of them differ (not counted)" in out.stdout
+
+
+def test_replay_of_inline_tasks_and_rotated_parts(tmp_path: Path) -> None:
+    """An inline task set (each record carries its task) and a log rotated into 12 parts: the
+    parts are read in order (``.2`` before ``.10``, the first part before ``.1``)."""
+    tasks = [TASKS["builtin/is-palindrome"], TASKS["builtin/sum-of-evens"]]
+    env = CodeExecEnv(tasks, max_turns=3)
+    env.logger = TrajectoryLogger(tmp_path, max_bytes=1024)  # every record in a part of its own
+    wrong = {"builtin/is-palindrome": WRONG_PALINDROME, "builtin/sum-of-evens": WRONG_SUM}
+    for pid in [*wrong, *wrong]:
+        play(env, pid, "def nothing(:\n", wrong[pid], REF[pid])
+    env.close()
+    assert len(list(tmp_path.glob("*.jsonl"))) == 12
+    eps = list(episodes(tmp_path))
+    assert [len(e.steps) for e in eps] == [3, 3, 3, 3]
+    assert all([s.rec["turn"] for s in e.steps] == [0, 1, 2] for e in eps)
+    report = replay(tmp_path)
+    assert (report.episodes, report.steps, report.differences) == (4, 12, [])
+
+
+# ----------------------------------------------------------------------------------- audit
+
+
+def test_audit_samples_the_highest_returns(log: Path) -> None:
+    two = audit(log, top=2)
+    assert [e.ret for e in two] == [1.0, 1.0]
+    assert all(e.record["action"] in REF.values() for e in two)
+    assert [e.ret for e in audit(log, top=6)] == [1.0, 1.0, 1.0, 1.0, 0.4, 0.2]
+    assert len(audit(log, top=50)) == 7
+    assert {e.record["trace_id"] for e in audit(log, top=4)} == {e.record["trace_id"] for e in audit(log, top=4, seed=9)}
+    text = format_audit(two)
+    assert two[0].record["action"].strip() in text and "--- public tests: 3/3 passed ---" in text
+
+
+def test_audit_cli_shows_n_episodes_with_their_code_and_is_seeded(log: Path) -> None:
+    first, again = cli("audit", str(log), "--top", "2", "--seed", "3"), cli("audit", str(log), "--top", "2", "--seed", "3")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout
+    headers = [x for x in first.stdout.splitlines() if x.startswith("=== ")]
+    assert len(headers) == 2 and all("return 1" in h for h in headers)
+    assert first.stdout.count("--- code ---") == 2 and "all_tests: every public and hidden test passed" in first.stdout
+    assert any(code.strip() in first.stdout for code in REF.values())
+
+
+# ----------------------------------------------------------------------------------- stats
+
+
+def test_stats_match_the_logged_episodes(log: Path) -> None:
+    st = stats(log)
+    assert (st.files, st.episodes, st.steps, st.unfinished, st.sandbox_errors) == (2, 7, 8, 0, 0)
+    assert dict(st.outcomes) == {"all_tests": 4, "partial": 2, "syntax_error": 1}
+    assert st.pass_rate == st.public_rate == pytest.approx(4 / 7)
+    assert sorted(st.returns, reverse=True)[:5] == [1.0, 1.0, 1.0, 1.0, 0.4] and min(st.returns) == -1.0
+    assert len(st.execution_ms) == len(st.wall_ms) == 8 and all(w > 0 for w in st.wall_ms)
+    assert st.per_task["builtin/sum-of-evens"] == [1, 3] and st.per_task["builtin/is-palindrome"] == [2, 2]
+
+
+def test_stats_cli_table_and_png(log: Path, tmp_path: Path) -> None:
+    png = tmp_path / "stats.png"
+    out = cli("stats", str(log), "--png", str(png))
+    assert out.returncode == 0, out.stderr
+    assert "pass rate: 57.1% all tests (4/7)" in out.stdout
+    assert "all_tests" in out.stdout and "syntax_error" in out.stdout and "p95" in out.stdout
+    assert png.stat().st_size > 1000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = cli("stats", str(log), "--png", str(tmp_path / "no" / "such" / "dir.png"))
+    assert bad.returncode == 2 and "cannot write" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("command", ["replay", "audit", "stats"])
+def test_missing_log_and_malformed_line(log: Path, tmp_path: Path, command: str) -> None:
+    out = cli(command, str(tmp_path / "nope.jsonl"))
+    assert out.returncode == 2 and "nope.jsonl: no such file or directory" in out.stderr
+    assert "Traceback" not in out.stderr
+    bad = tmp_path / "bad.jsonl"
+    first = next(iter(sorted(log.glob("*.jsonl")))).read_text().splitlines()[0]
+    bad.write_text(first + "\n{not json\n")
+    out = cli(command, str(bad))
+    assert out.returncode == 2 and f"{bad}:2: invalid JSON" in out.stderr
+    assert out.stdout == "" and "Traceback" not in out.stderr
+
+
+def test_other_bad_input(log: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    out = cli("stats", str(tmp_path / "empty"))
+    assert out.returncode == 2 and "no *.jsonl trajectory logs" in out.stderr
+    f, line = tampered(log, tmp_path / "copy", lambda r: r["action"] == WRONG_SUM, config={"tasks": "builtin", "max_turns": 0})
+    out = cli("replay", str(tmp_path / "copy"))
+    assert out.returncode == 2 and f"{f}:{line}: config.max_turns" in out.stderr and "Traceback" not in out.stderr
+    shutil.rmtree(tmp_path / "copy")
+    f, line = tampered(log, tmp_path / "copy", lambda r: r["action"] == WRONG_SUM, problem_id="builtin/sum-of-evenz")
+    out = cli("replay", str(tmp_path / "copy"))
+    assert out.returncode == 2 and f"{f}:{line}: cannot replay" in out.stderr and "sum-of-evens" in out.stderr
+    (tmp_path / "odd.jsonl").write_text('{"trace_id": "x", "action": "", "episode": "one", "turn": 0, "reward": 0}\n')
+    with pytest.raises(LogFileError, match=r"odd.jsonl:1: 'episode': expected an integer"):
+        stats(tmp_path / "odd.jsonl")
+    out = cli("audit", str(log), "--top", "0")
+    assert out.returncode == 2 and "expected a positive integer" in out.stderr and "Traceback" not in out.stderr
