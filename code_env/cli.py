@@ -1,7 +1,8 @@
 """The ``code-env`` command.
 
     code-env run FILE [--json] [--timeout S] [--memory-mb M] [--backend B] [--stdin FILE] [...]
-    code-env demo [--backend B ...] [--json]
+    code-env demo [--tasks N] [--log-dir DIR] [--json]
+    code-env sandbox-demo [--backend B ...] [--json]
     code-env info [--backend B]
     code-env replay LOG
     code-env audit LOG [--top N] [--seed S]
@@ -130,6 +131,12 @@ def cmd_info(ns: argparse.Namespace) -> int:
 def cmd_demo(ns: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    return run_demo(n_tasks=ns.tasks, log_dir=ns.log_dir, as_json=ns.json)
+
+
+def cmd_sandbox_demo(ns: argparse.Namespace) -> int:
+    from .sandbox_demo import run_demo
+
     return run_demo(ns.backend or ["process", "nsjail"], as_json=ns.json)
 
 
@@ -230,10 +237,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace-id", default="cli/0", help="trace id recorded in the result")
     _add_limit_flags(r)
     r.set_defaults(func=cmd_run)
-    d = sub.add_parser("demo", help="run sample programs (good and hostile) through the backends")
+    d = sub.add_parser("demo", help="the main job: policies side by side on CodeExec-v0 (builtin tasks)")
+    d.add_argument("--tasks", type=_positive_int, default=8, help="how many builtin tasks (default: 8)")
+    d.add_argument("--log-dir", default="runs/demo", help="trajectory log directory (default: runs/demo)")
+    d.add_argument("--json", action="store_true", help="print one JSON line per episode instead of the table")
+    d.set_defaults(func=cmd_demo)
+    d = sub.add_parser("sandbox-demo", help="run sample programs (good and hostile) through the backends")
     d.add_argument("--backend", action="append", help="backend to show (repeatable; default: process and nsjail)")
     d.add_argument("--json", action="store_true", help="print the results as JSON lines")
-    d.set_defaults(func=cmd_demo)
+    d.set_defaults(func=cmd_sandbox_demo)
     t = sub.add_parser("tasks", help="list, show and validate task sets")
     tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     tsub.add_parser("list", help="the task sets and their tasks")

@@ -1,99 +1,136 @@
-"""The main job until the environment lands: a handful of sample programs — a correct one and
-hostile ones — through every available sandbox backend, printed as a table of verdicts."""
+"""The main job (``code-env demo``): ``CodeExec-v0`` on builtin tasks with several policies side
+by side — the reference solutions, typical failures (a syntax error, an infinite loop, a memory
+bomb, a program that hard-codes the public outputs) and, multi-turn, a scripted agent that fixes
+its first wrong attempt from the feedback. Prints the reward table with its breakdown, the
+episodes per second, and where the trajectory log went."""
 
 from __future__ import annotations
 
 import json
-import socket
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
-from sandbox import BackendUnavailableError, ExecutionResult, Limits, Sandbox
+import registry
+from registry import Task
 
-from .cli import verdict
+from .grading import shared_sandbox
+from .vector import CodeExecVectorEnv
 
-DEMO_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
+DEMO_TIMEOUT_S = 0.5  # per test: the failures time out quickly
+
+
+def hard_coded(task: Task) -> str:
+    """A program that answers the public tests from a table and knows nothing else."""
+    if task.kind == "function":
+        table = {json.dumps([c.args, c.kwargs]): c.expected for c in task.public_tests}
+        return (f"import json\nTABLE = json.loads({json.dumps(table)!r})\n"
+                f"def {task.entry_point}(*args, **kwargs):\n    return TABLE[json.dumps([list(args), kwargs])]\n")  # fmt: skip
+    table = {c.stdin or "": c.expected_stdout for c in task.public_tests}
+    return f"import sys, json\nTABLE = json.loads({json.dumps(table)!r})\nsys.stdout.write(TABLE.get(sys.stdin.read(), ''))\n"
+
+
+def wrong_first(task: Task) -> str:
+    """A plausible but wrong first attempt: it runs, and fails the tests."""
+    if task.kind == "function":
+        return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
+    return "import sys\nprint(sys.stdin.read().strip())\n"
 
 
 @dataclass(frozen=True)
-class Sample:
+class Policy:
     name: str
-    code: str
     expect: str
-    stdin: str = ""
-    limits: Limits = DEMO_LIMITS
+    program: Callable[[Task], str]
+    max_turns: int = 1
 
 
-def samples(port: int) -> list[Sample]:
-    return [
-        Sample("correct program", "n = int(input())\nprint(sum(i * i for i in range(n)))\n", "OK, prints 328350", "100\n"),
-        Sample("syntax error", "def f(:\n    pass\n", "EXIT 1 with a SyntaxError"),
-        Sample("infinite loop", "while True:\n    pass\n", "TIMEOUT"),
-        Sample("sleeping forever", "import time\ntime.sleep(3600)\n", "TIMEOUT (wall)"),
-        Sample("memory bomb", "blocks = []\nwhile True:\n    blocks.append(b'x' * (64 << 20))\n", "OOM"),
-        Sample(
-            "fork bomb",
-            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-            "contained; TIMEOUT",
-            limits=Limits(timeout_s=2.0, memory_mb=256, max_processes=16),
-        ),
-        Sample(
-            "network attempt",
-            f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('connected')\n",
-            "EXIT 1, no connection arrives",
-        ),
-        Sample("reads the host's secrets", "import os\nprint(sorted(os.environ))\nprint(open('/root/.bashrc').read())\n", "EXIT 1"),
-    ]
+POLICIES = [
+    Policy("reference solution", "1.0", lambda t: t.reference_solution),
+    Policy("syntax error", "-1.0", lambda t: "def solve(:\n    return\n"),
+    Policy("infinite loop", "-0.5 (timeout)", lambda t: "while True:\n    pass\n"),
+    Policy("memory bomb", "-0.5 (OOM)", lambda t: "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n"),
+    Policy("hard-codes public outputs", "<= 0.8", hard_coded),
+    Policy("scripted fixer (3 turns)", "1.0 in total", wrong_first, max_turns=3),
+]
 
 
-def run_demo(backends: list[str], *, as_json: bool = False) -> int:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.setblocking(False)
-    port = listener.getsockname()[1]
-    progs = samples(port)
-    rows: list[tuple[str, str, ExecutionResult, str]] = []
-    notes: list[str] = []
-    started = time.monotonic()
+def pick_tasks(n: int) -> list[Task]:
+    """``n`` builtin tasks spread over the difficulties and both kinds (deterministic)."""
+    tasks = sorted(registry.load("builtin"), key=lambda t: (t.difficulty, t.kind, t.problem_id))
+    n = min(n, len(tasks))
+    return [tasks[round(i * (len(tasks) - 1) / max(n - 1, 1))] for i in range(n)]
+
+
+def run_policy(policy: Policy, tasks: list[Task], log_dir: str, bar: tqdm) -> list[dict[str, Any]]:
+    """One episode per task, all tasks side by side in one vector env (their programs run together)."""
+    envs = CodeExecVectorEnv(len(tasks), executor=shared_sandbox("auto"), tasks=tasks, max_turns=policy.max_turns,
+                             timeout_s=DEMO_TIMEOUT_S, log_dir=log_dir)  # fmt: skip
     try:
-        for backend in backends:
-            try:
-                sb = Sandbox(backend=backend)
-            except BackendUnavailableError as exc:
-                notes.append(f"{backend}: skipped ({exc})")
-                continue
-            with sb:
-                for s in tqdm(progs, desc=f"{backend:8}", unit="prog", leave=False):
-                    res = sb.run(s.code, stdin=s.stdin, limits=s.limits, trace_id=f"demo/{backend}/{s.name}")
-                    rows.append((backend, s.name, res, s.expect))
-        try:
-            conn, _ = listener.accept()
-            conn.close()
-            notes.append("WARNING: a sandboxed program reached the loopback listener")
-        except BlockingIOError:
-            notes.append(f"loopback listener on port {port}: no connection arrived")
+        for i, (env, task) in enumerate(zip(envs.envs, tasks, strict=True)):
+            env.reset(seed=i, options={"problem_id": task.problem_id})
+        episodes: list[dict[str, Any]] = [{"policy": policy.name, "problem_id": t.problem_id, "rewards": [], "tier": None,
+                                           "explanation": ""} for t in tasks]  # fmt: skip
+        programs = [policy.program(t) for t in tasks]
+        done = [False] * len(tasks)
+        while not all(done):
+            obs, rewards, terminated, truncated, infos = envs.step(tuple(programs))
+            for i in range(len(tasks)):
+                if done[i]:
+                    continue
+                ep = episodes[i]
+                ep["rewards"].append(float(rewards[i]))
+                ep["tier"] = infos["reward_breakdown"]["tier"][i]
+                ep["explanation"] = infos["reward_breakdown"]["explanation"][i]
+                ep["trace_id"] = infos["trace_id"][i]
+                if terminated[i] or truncated[i]:
+                    done[i] = True
+                    bar.update(1)
+                elif any(c["status"] != "passed" for c in json.loads(obs["feedback"][i])):
+                    programs[i] = tasks[i].reference_solution  # the scripted fix, after reading the feedback
+        return episodes
     finally:
-        listener.close()
+        envs.close()
+
+
+def run_demo(*, n_tasks: int = 8, log_dir: str = "runs/demo", as_json: bool = False) -> int:
+    tasks = pick_tasks(n_tasks)
+    shared_sandbox("auto")  # start the workers before the clock
+    started = time.monotonic()
+    results: list[dict[str, Any]] = []
+    with tqdm(total=len(POLICIES) * len(tasks), desc="episodes", unit="ep") as bar:
+        for policy in POLICIES:
+            results += run_policy(policy, tasks, log_dir, bar)
+    elapsed = time.monotonic() - started
     if as_json:
-        for backend, name, res, expect in rows:
-            print(json.dumps({"backend": backend, "program": name, "expect": expect, "result": json.loads(res.model_dump_json())}))
+        for r in results:
+            print(json.dumps(r))
         return 0
-    header = ("backend", "program", "verdict", "exit", "signal", "wall ms", "cpu ms", "peak MB", "expected")
-    table = [header]
-    for backend, name, res, expect in rows:
-        table.append((backend, name, verdict(res), str(res.exit_code), str(res.signal_name or "-"),
-                      f"{res.execution_time_ms:.0f}", f"{res.cpu_time_ms:.0f}",
-                      f"{res.peak_memory_mb:.0f}" if res.peak_memory_mb is not None else "-", expect))  # fmt: skip
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for i, r in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(f"CodeExec-v0 on {len(tasks)} builtin tasks (difficulties "
+          f"{min(t.difficulty for t in tasks)}-{max(t.difficulty for t in tasks)}, "
+          f"{sum(t.kind == 'stdio' for t in tasks)} stdio), per-test time limit {DEMO_TIMEOUT_S:g} s\n")  # fmt: skip
+    header = ("policy", "expected", "mean return", "min", "max", "tiers", "for example")
+    rows: list[tuple[str, ...]] = [header]
+    for policy in POLICIES:
+        mine = [r for r in results if r["policy"] == policy.name]
+        returns = [sum(r["rewards"]) for r in mine]
+        tiers = Counter(r["tier"] for r in mine)
+        example = next((r for r in mine if r["tier"] not in ("all_tests",)), mine[0])
+        rows.append((policy.name, policy.expect, f"{sum(returns) / len(returns):+.3f}", f"{min(returns):+.2f}",
+                     f"{max(returns):+.2f}", ", ".join(f"{k} {v}" for k, v in tiers.most_common()),
+                     f"{example['problem_id']}: {example['explanation'][:60]}"))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for i, row in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
-    print()
-    for n in notes:
-        print(n)
-    print(f"{len(rows)} runs in {time.monotonic() - started:.1f}s")
+    print(f"\n{len(results)} episodes in {elapsed:.1f} s: {len(results) / elapsed:.1f} episodes/s "
+          f"(the failures spend their time limits on purpose)")  # fmt: skip
+    print(f"trajectory log: {Path(log_dir).resolve()}  (code-env stats {log_dir} | code-env audit {log_dir} | "
+          f"code-env replay {log_dir})")  # fmt: skip
     return 0

@@ -471,6 +471,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             "sample": self._sample,
             "turn": self._turn,
             "problem_id": task.problem_id,
+            "difficulty": task.difficulty,
             "task_fingerprint": hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16],
             "prompt": self._prompt(),
             "action": action,

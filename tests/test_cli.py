@@ -94,8 +94,28 @@ def test_info_reports_the_isolation() -> None:
 
 
 @pytest.mark.slow
-def test_demo_shows_every_sample_contained() -> None:
-    out = cli("demo", "--json")
+def test_demo_runs_the_policies_side_by_side(tmp_path: Path) -> None:
+    out = cli("demo", "--tasks", "4", "--json", "--log-dir", str(tmp_path / "log"))
+    assert out.returncode == 0, out.stderr
+    episodes = [json.loads(line) for line in out.stdout.splitlines()]
+    returns: dict[str, list[float]] = {}
+    for e in episodes:
+        returns.setdefault(e["policy"], []).append(sum(e["rewards"]))
+    assert returns["reference solution"] == [1.0] * 4
+    assert returns["syntax error"] == [-1.0] * 4
+    assert returns["infinite loop"] == [-0.5] * 4 and returns["memory bomb"] == [-0.5] * 4
+    assert all(r <= 0.8 for r in returns["hard-codes public outputs"])
+    assert returns["scripted fixer (3 turns)"] == pytest.approx([1.0] * 4)
+    assert all(len(e["rewards"]) == 2 for e in episodes if e["policy"] == "scripted fixer (3 turns)")
+    steps = sum(len(e["rewards"]) for e in episodes)
+    assert sum(len(f.read_text().splitlines()) for f in (tmp_path / "log").glob("*.jsonl")) == steps
+    table = cli("demo", "--tasks", "2", "--log-dir", str(tmp_path / "log2"))
+    assert "episodes/s" in table.stdout and "trajectory log:" in table.stdout and "scripted fixer" in table.stdout
+
+
+@pytest.mark.slow
+def test_sandbox_demo_shows_every_sample_contained() -> None:
+    out = cli("sandbox-demo", "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     by = {(r["backend"], r["program"]): ExecutionResult.from_wire(r["result"]) for r in rows}
