@@ -20,3 +20,10 @@ def test_generated_tables_are_present() -> None:
     text = README.read_text()
     assert "| `timeout_s` |" in text
     assert "| code-env process backend |" in text, "run scripts/bench.sh to fill the performance table"
+
+
+def test_the_task_count_it_states_is_true() -> None:
+    import registry
+
+    m = re.search(r"`builtin` \((\d+) problems", README.read_text())
+    assert m and int(m.group(1)) == len(registry.load("builtin"))
