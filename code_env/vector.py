@@ -3,7 +3,7 @@ one shared executor in one batch per round — so they run side by side on every
 
 ``gym.make_vec("CodeExec-v0", num_envs=8)`` builds it (the spec's ``vector_entry_point``, which
 Gymnasium picks when no mode is named). It is a Gymnasium ``SyncVectorEnv``: same spaces, the same autoreset conventions (next-step by default;
-``vector_kwargs={"autoreset_mode": ...}``), sub-env ``i`` seeded ``seed + i`` by ``reset(seed=seed)``.
+``autoreset_mode=...`` as a keyword of ``make_vec``), sub-env ``i`` seeded ``seed + i`` by ``reset(seed=seed)``.
 What differs is ``step``: every sub-env's step is a sequence of verification rounds
 (``CodeExecEnv.step_rounds``); the rounds of all sub-envs are merged, so one ``run_many`` carries
 every program of the batch. Naming a mode gives Gymnasium's own classes, which step sub-envs
