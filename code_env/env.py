@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -286,11 +287,10 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         return self._obs, {"problem_id": task.problem_id, "trace_id": self._trace_id(), "difficulty": task.difficulty}
 
     def _draw(self) -> Task:
-        import random
-
-        rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
+        """A task drawn with ``self.np_random`` (the one seeding path)."""
         if self.config.sampling == "uniform":
             return self.tasks[int(self.np_random.integers(0, len(self.tasks)))]
+        rng = random.Random(int(self.np_random.integers(0, 2**63 - 1)))
         if self.config.sampling == "difficulty":
             return sample_stratified(self.tasks, rng)
         assert self.curriculum is not None
