@@ -372,3 +372,17 @@ def test_inline_task_lists_and_generated_sets() -> None:
 
 def test_public_api_lists_the_env() -> None:
     assert {"CodeExecEnv", "EnvConfig", "Evaluation", "evaluate", "AnyText"} <= set(code_env.__all__)
+
+
+def test_a_vector_env_stacks_a_sandbox_failure_beside_ordinary_results() -> None:
+    broken = EVENS.model_copy(update={"problem_id": "test/broken-checker", "public_tests": [
+        c.model_copy(update={"checker": "raise SystemExit(3)"}) for c in EVENS.public_tests]})  # fmt: skip
+    envs = gym.make_vec("CodeExec-v0", num_envs=3, executor=get_sandbox("process"), tasks=[EVENS, broken])
+    for env, pid in zip(envs.unwrapped.envs, ["builtin/sum-of-evens", "test/broken-checker", "builtin/sum-of-evens"],
+                        strict=True):  # fmt: skip
+        env.reset(seed=0, options={"problem_id": pid})
+    _, rewards, term, trunc, info = envs.step((EVENS.reference_solution,) * 3)
+    assert rewards.tolist() == [1.0, 0.0, 1.0] and term.tolist() == [True, False, True] and trunc.tolist() == [False, True, False]
+    assert info["sandbox_error"][0] is None and "checker failed" in info["sandbox_error"][1]
+    assert info["reward_breakdown"]["_reward"].tolist() == [True, False, True]  # no reward where the sandbox failed
+    envs.close()
