@@ -21,7 +21,7 @@ from code_env.spaces import AnyText
 from registry import Task
 from sandbox import ExecutionResult, RunRequest
 
-from .conftest import get_sandbox
+from .conftest import BACKENDS, get_sandbox
 
 TASKS = registry.load("builtin")
 BY_ID = {t.problem_id: t for t in TASKS}
@@ -386,3 +386,14 @@ def test_a_vector_env_stacks_a_sandbox_failure_beside_ordinary_results() -> None
     assert info["sandbox_error"][0] is None and "checker failed" in info["sandbox_error"][1]
     assert info["reward_breakdown"]["_reward"].tolist() == [True, False, True]  # no reward where the sandbox failed
     envs.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_judges_alike(backend: str) -> None:
+    env = CodeExecEnv(executor=get_sandbox(backend), timeout_s=1.0)
+    rewards = []
+    for task in (EVENS, FIZZ):
+        for program in (task.reference_solution, "def f(:\n", "while True:\n    pass\n"):
+            env.reset(seed=0, options={"problem_id": task.problem_id})
+            rewards.append(env.step(program)[1])
+    assert rewards == [1.0, -1.0, -0.5] * 2
