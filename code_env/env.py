@@ -142,6 +142,11 @@ def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dic
     return by_id.get(pid) or registry.get(tasks, pid)
 
 
+def task_fingerprint(task: Task) -> str:
+    """A short hash of the whole task, logged so that a replay can tell when the task changed."""
+    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
+
+
 def task_prompt(task: Task) -> str:
     """What the agent reads: the task's prompt, and its starter code when it has one."""
     return _clip(task.prompt + (f"\n\n```python\n{task.starter_code}```\n" if task.starter_code.strip() else ""))
@@ -348,20 +353,12 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         jobs = [Job(run_task, action, "public", f"{tid}/public")]
         if single:
             jobs.append(Job(run_task, action, "hidden", f"{tid}/hidden"))
-        self._mark("running")
-        results = yield jobs
-        if any(v.sandbox_error for v in results):  # our failure, not the program's: once more
-            results = yield jobs
-        self._mark("executed")
+        results = yield from self._round(jobs)
         pub = results[0]
         hid = results[1] if single else None
         if not single and not pub.sandbox_error and pub.total and pub.passed == pub.total:
-            self._mark("running")
-            (hid,) = yield [Job(run_task, action, "hidden", f"{tid}/hidden")]
-            if hid.sandbox_error:
-                (hid,) = yield [Job(run_task, action, "hidden", f"{tid}/hidden")]
-            self._mark("executed")
-        breakdown = aggregate(pub, hid if hid is not None and not pub.syntax_error else None, cfg.reward)
+            (hid,) = yield from self._round([Job(run_task, action, "hidden", f"{tid}/hidden")])
+        breakdown = aggregate(pub, hid, cfg.reward)
         summary = RunSummary.of(pub)
         executions = pub.executions + (hid.executions if hid is not None else [])
         sandbox_error = next((v.sandbox_error for v in (pub, hid) if v is not None and v.sandbox_error), None)
@@ -400,6 +397,16 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self.last_timing = {"execution_time_ms": summary.execution_time_ms, "transitions": list(self._transitions)}
         self._log(action, reward, terminated, truncated, info, executions, pub, hid)
         return self._advance(self._obs, reward, terminated, truncated, info)
+
+    def _round(self, jobs: list[Job]) -> Generator[list[Job], list[Verification], list[Verification]]:
+        """One round of verification (running → executed); a sandbox failure, ours and not the
+        program's, is run once more."""
+        self._mark("running")
+        results = yield jobs
+        if any(v.sandbox_error for v in results):
+            results = yield jobs
+        self._mark("executed")
+        return results
 
     def _effective(self, task: Task) -> Task:
         """The task with this env's limits: overrides, and a per-test time within the turn budget."""
@@ -472,7 +479,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             "turn": self._turn,
             "problem_id": task.problem_id,
             "difficulty": task.difficulty,
-            "task_fingerprint": hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16],
+            "task_fingerprint": task_fingerprint(task),
             "prompt": self._prompt(),
             "action": action,
             "reward": reward,

@@ -86,7 +86,10 @@ class Grade(BaseModel):
 
 
 def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
-    """The reward tier of a verification (public, and hidden when it ran)."""
+    """The reward tier of a verification (public, and hidden when it ran). A program that does
+    not compile has no hidden verdict: its hidden run, if any, is ignored."""
+    if public.syntax_error:
+        hidden = None
     pp, pt = public.passed, public.total
     hp, ht = (hidden.passed, hidden.total) if hidden is not None else (0, 0)
     counts = {"public_passed": pp, "public_total": pt, "hidden_passed": hp, "hidden_total": ht}
