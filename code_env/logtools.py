@@ -13,7 +13,6 @@ step rewards: a single-turn episode's reward, a solved multi-turn episode's tier
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
@@ -30,9 +29,9 @@ from registry import RegistryError, Task
 from registry.verify import Runner
 from sandbox import SandboxError
 
-from .env import CodeExecEnv, EnvConfig
+from .env import CodeExecEnv, EnvConfig, task_fingerprint
 from .grading import shared_sandbox
-from .trajectory import LogFileError, log_files, read_log
+from .trajectory import LogFileError, log_files, numbered_records
 
 TIMING_BUDGETS = frozenset({"episode_time", "turn_time"})  # budgets that depend on wall-clock time
 TOLERANCE = 1e-9
@@ -119,12 +118,9 @@ def _streams(log: str | Path) -> list[list[Path]]:
 
 
 def _numbered(f: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``read_log`` of one file, with each record's line number."""
+    """The records of one file with their line numbers; unreadable files as ``LogFileError``."""
     try:
-        with open(f, encoding="utf-8") as fh:
-            numbers = (n for n, line in enumerate(fh, start=1) if line.strip())
-            for rec in read_log(f):
-                yield next(numbers), rec
+        yield from numbered_records(f)
     except UnicodeDecodeError:
         raise LogFileError(str(f), None, "not UTF-8 text") from None
     except OSError as exc:
@@ -221,11 +217,6 @@ class ReplayReport:
         lines += [f"DIFF {d}" for d in self.differences]
         lines += [f"timing {d}" for d in self.timing_differences]
         return "\n".join(lines)
-
-
-def task_fingerprint(task: Task) -> str:
-    """As the environment logs it (``task_fingerprint``)."""
-    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
 
 
 def _env_builder(executor: Runner | None) -> tuple[Callable[[Step], CodeExecEnv], dict[str, CodeExecEnv]]:

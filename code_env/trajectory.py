@@ -79,14 +79,20 @@ def log_files(path: str | os.PathLike[str]) -> list[Path]:
 def read_log(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Every step record of a log file, or of every ``*.jsonl`` file in a directory."""
     for f in log_files(path):
-        with open(f, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise LogFileError(str(f), lineno, f"invalid JSON: {exc.msg}") from None
-                if not isinstance(rec, dict) or "trace_id" not in rec or "action" not in rec:
-                    raise LogFileError(str(f), lineno, "not a step record (expected trace_id and action)")
-                yield rec
+        for _, rec in numbered_records(f):
+            yield rec
+
+
+def numbered_records(f: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The step records of one log file, each with its line number."""
+    with open(f, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LogFileError(str(f), lineno, f"invalid JSON: {exc.msg}") from None
+            if not isinstance(rec, dict) or "trace_id" not in rec or "action" not in rec:
+                raise LogFileError(str(f), lineno, "not a step record (expected trace_id and action)")
+            yield lineno, rec
