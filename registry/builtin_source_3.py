@@ -39,6 +39,16 @@ for case in json.load(sys.stdin)['cases']:
     print(1 if good else 0)
 """
 
+# The end of every stdio checker: one verdict per case; an output it cannot even parse is wrong.
+_STDIO_VERDICTS = r"""
+for case in json.load(sys.stdin)['cases']:
+    try:
+        good = judge(case['stdin'], case['output'])
+    except Exception:
+        good = False
+    print(1 if good else 0)
+"""
+
 # builtin/cheapest-route (stdio): the right distance and any path that achieves it.
 _ROUTE_CHECKER = r"""
 import heapq, json, sys
@@ -80,14 +90,7 @@ def judge(stdin, output):
             return False
         total += best[key]
     return total == dist[n]
-
-for case in json.load(sys.stdin)['cases']:
-    try:
-        good = judge(case['stdin'], case['output'])
-    except Exception:
-        good = False
-    print(1 if good else 0)
-"""
+""" + _STDIO_VERDICTS
 
 # builtin/equal-split (stdio): NO exactly when no split exists, else any valid group of indices.
 _SPLIT_CHECKER = r"""
@@ -115,14 +118,7 @@ def judge(stdin, output):
     if any(i < 1 or i > n for i in idx) or any(x >= y for x, y in zip(idx, idx[1:])):
         return False
     return 2 * sum(a[i - 1] for i in idx) == total
-
-for case in json.load(sys.stdin)['cases']:
-    try:
-        good = judge(case['stdin'], case['output'])
-    except Exception:
-        good = False
-    print(1 if good else 0)
-"""
+""" + _STDIO_VERDICTS
 
 # A valid completed sudoku grid (rows shift by 3, bands by 1), used to build test boards.
 _SOLVED = ["".join(str((r * 3 + r // 3 + c) % 9 + 1) for c in range(9)) for r in range(9)]

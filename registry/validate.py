@@ -22,10 +22,6 @@ def _summary(v: Verification) -> tuple[object, ...]:
     return (v.syntax_error, v.load_error, v.sandbox_error, tuple((c.index, c.status, c.got) for c in v.cases))
 
 
-def validate_task(task: Task, sandbox: Runner) -> TaskReport:
-    return validate([task], sandbox)[0]
-
-
 def _report(task: Task, runs: list[tuple[str, Verification]]) -> TaskReport:
     problems: list[str] = []
     for which, v in runs:
