@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox import Sandbox
+from sandbox import ExecutionResult, RunRequest, Sandbox
 from sandbox._host import uid_processes
 
 SECRET_NAME = "CODE_ENV_TEST_SECRET"
@@ -31,6 +31,18 @@ def get_sandbox(name: str) -> Sandbox:
     if name not in _sandboxes:
         _sandboxes[name] = Sandbox(backend=name, workers=2)
     return _sandboxes[name]
+
+
+class CountingRunner:
+    """The real process sandbox, counting the batches (their sizes) it is handed: any object with
+    ``run_many`` is a runner."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+        self.batches.append(len(requests))
+        return get_sandbox("process").run_many(requests)
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,26 +19,14 @@ import registry
 from code_env import CodeExecEnv, evaluate
 from code_env.spaces import AnyText
 from registry import Task
-from sandbox import ExecutionResult, RunRequest
 
-from .conftest import BACKENDS, get_sandbox
+from .conftest import BACKENDS, CountingRunner, get_sandbox
 
 TASKS = registry.load("builtin")
 BY_ID = {t.problem_id: t for t in TASKS}
 EVENS = BY_ID["builtin/sum-of-evens"]
 FIZZ = BY_ID["builtin/fizzbuzz-line"]
 WRONG_EVENS = "def sum_of_evens(nums):\n    return sum(nums)\n"
-
-
-class CountingRunner:
-    """The real sandbox, counting the batches it is handed."""
-
-    def __init__(self) -> None:
-        self.batches: list[int] = []
-
-    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
-        self.batches.append(len(requests))
-        return get_sandbox("process").run_many(requests)
 
 
 def make(**kw: Any) -> CodeExecEnv:

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import registry
+from code_env.demo import hard_coded
 from code_env.grading import Grade, aggregate, grade, grade_many
 from code_env.reward import RewardConfig
 from registry import Task
 from registry.verify import Verification
-from sandbox import ExecutionResult, RunRequest
 
-from .conftest import get_sandbox
+from .conftest import CountingRunner, get_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = registry.load("builtin")
@@ -45,15 +45,7 @@ def test_every_reference_solution_scores_1(task: Task) -> None:
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.problem_id)
 def test_hard_coding_the_public_outputs_stays_at_or_below_08(task: Task) -> None:
-    if task.kind == "function":
-        table = {json.dumps([c.args, c.kwargs]): c.expected for c in task.public_tests}
-        code = (
-            f"import json\nTABLE = {json.dumps(table)!r}\nTABLE = json.loads(TABLE)\n"
-            f"def {task.entry_point}(*args, **kwargs):\n    return TABLE[json.dumps([list(args), kwargs])]\n"
-        )
-    else:
-        table = {c.stdin: c.expected_stdout for c in task.public_tests}
-        code = f"import sys, json\nTABLE = json.loads({json.dumps(table)!r})\nsys.stdout.write(TABLE[sys.stdin.read()])\n"
+    code = hard_coded(task)  # the main job's "hard-codes public outputs" policy
     res = g(task, code)
     assert res.breakdown.public_passed == res.breakdown.public_total  # it does fool the public tests
     assert res.breakdown.hidden_passed < res.breakdown.hidden_total  # but not the hidden ones
@@ -199,17 +191,6 @@ def test_a_broken_stdio_checker_is_our_failure_not_the_programs() -> None:
     assert res.reward is None and res.sandbox_error and "checker failed" in res.sandbox_error
 
 
-class CountingRunner:
-    """The real sandbox, counting what it is asked to run: any ``run_many`` is a runner."""
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
-        self.calls.append(len(requests))
-        return get_sandbox("process").run_many(requests)
-
-
 def test_grade_many_batches_everything_and_judges_identical_candidates_once() -> None:
     t1, t2 = BY_ID["builtin/sum-of-evens"], BY_ID["builtin/fizzbuzz-line"]
     items = [(t1, t1.reference_solution), (t1, "def sum_of_evens(n):\n    return 0\n"), (t1, t1.reference_solution),
@@ -218,7 +199,7 @@ def test_grade_many_batches_everything_and_judges_identical_candidates_once() ->
     grades = grade_many(items, sandbox=runner)
     # one batch of program runs (public and hidden together), no checker batch; duplicates not re-run
     n_stdio = 1 + len(t2.public_tests) + 1 + len(t2.hidden_tests)
-    assert runner.calls == [2 * 2 + 2 * n_stdio]
+    assert runner.batches == [2 * 2 + 2 * n_stdio]
     assert [g.reward for g in grades] == [grade(t, c, sandbox=get_sandbox("process")).reward for t, c in items]
     assert grades[0] == grades[2] and grades[0] is not grades[2]
     assert [g.reward for g in grades] == [1.0, grades[1].reward, 1.0, 1.0, grades[4].reward, 1.0]

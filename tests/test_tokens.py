@@ -271,26 +271,17 @@ def _changed(before: list[Any], model: Any) -> bool:
 
 
 @pytest.mark.slow
-def test_ppo_dummy_vec_env_out_of_the_box() -> None:
+@pytest.mark.parametrize("vec", ["DummyVecEnv", "SubprocVecEnv"])
+def test_ppo_out_of_the_box(vec: str) -> None:
+    # SubprocVecEnv with SB3's default start method (forkserver): each worker process makes its
+    # own sandbox.
     from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    venv = DummyVecEnv([make])
-    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, seed=0, device="cpu")
-    before = _params(model)
-    model.learn(256)
-    assert model.num_timesteps == 256 and _changed(before, model)
-    venv.close()
-
-
-@pytest.mark.slow
-def test_ppo_subproc_vec_env_out_of_the_box() -> None:
-    # SB3's default start method (forkserver): each worker process makes its own sandbox.
-    # (With "fork", a worker would inherit this process's shared sandbox, which is not fork-safe.)
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import SubprocVecEnv
-
-    venv = SubprocVecEnv([lambda: gym.make("code_env:CodeExecTokens-v0") for _ in range(2)])
+    if vec == "DummyVecEnv":
+        venv = DummyVecEnv([make])
+    else:
+        venv = SubprocVecEnv([lambda: gym.make("code_env:CodeExecTokens-v0") for _ in range(2)])
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, seed=0, device="cpu")
     before = _params(model)
     model.learn(256)
