@@ -187,6 +187,12 @@ def _plan(job: Job) -> _Plan:
     show = which == "public"
     if not cases:
         return _Plan([], lambda results, checks: Verification())
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # as `python solution.py` does with a file that is not UTF-8: refused before it runs
+        error = f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
+        return _Plan([], lambda results, checks: Verification(kind=task.kind, syntax_error=error))
     if task.kind == "function":
         nonce = secrets.token_hex(16)
         spec = {"nonce": nonce, "code": code, "entry_point": task.entry_point,

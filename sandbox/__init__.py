@@ -11,13 +11,20 @@ Backends: ``process`` (default; warm forking workers, namespaces, seccomp, rlimi
 
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
-from .errors import BackendUnavailableError, SandboxClosedError, SandboxError, UnknownBackendError
+from .errors import (
+    BackendUnavailableError,
+    IsolationUnavailableError,
+    SandboxClosedError,
+    SandboxError,
+    UnknownBackendError,
+)
 from .models import ExecutionResult, Limits, RunRequest
 
 __all__ = [
     "BACKENDS",
     "BackendUnavailableError",
     "ExecutionResult",
+    "IsolationUnavailableError",
     "Limits",
     "ResultCache",
     "RunRequest",

@@ -1,8 +1,9 @@
 """What runs inside the sandbox, right before and around the untrusted program.
 
 Standard library only, and importable as a plain file: the process backend calls it in a forked
-child of its warm worker; the nsjail backend runs this file as a script inside the jail
-(``python _child.py CODE_FILE FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``).
+child of its warm worker; the nsjail backend runs this file as a script inside the jail, where it
+is the PID namespace's init and forks the program (``main``:
+``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``).
 
 The program runs as ``__main__`` of a fresh module in this interpreter, as ``python solution.py``
 would run it: same exit codes, same tracebacks (with source lines), ``SystemExit`` semantics,
@@ -252,29 +253,107 @@ def exit_now(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Entry point inside nsjail: OUT_FD and ERR_FD become the program's stdout and stderr;
-    STATUS_FD says "R" once the program starts, or "E<why>" when the setup failed."""
-    code_path, filter_path, seed = argv[1], argv[2], int(argv[3])
+    """nsjail's command: the init (PID 1) of the jail's PID namespace, which runs no untrusted code.
+
+    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``. The init reads the program from
+    CODE_FD (a memfd: no run's code is ever on a path another jail could see) and the seccomp filter
+    from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
+    ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
+    the program as PID 2, then only reaps. The program's process makes OUT_FD and ERR_FD its stdout
+    and stderr, loads the filter and says "R" on STATUS_FD (or "E<why>" if its setup failed), closes
+    STATUS_FD and runs. When the program ends the init writes "X" + its raw wait status (4 bytes,
+    little-endian) on STATUS_FD and exits; the kernel then kills whatever the program left.
+    """
+    code_fd, filter_path, seed = int(argv[1]), argv[2], int(argv[3])
     out_fd, err_fd, status_fd = int(argv[4]), int(argv[5]), int(argv[6])
-    os.dup2(out_fd, 1)
-    os.dup2(err_fd, 2)
-    os.close(out_fd)
-    os.close(err_fd)
-    with open(code_path, encoding="utf-8", errors="surrogatepass") as fh:
-        code = fh.read()
-    with open(filter_path, "rb") as fh:
-        bpf = fh.read()
-    os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
-    prepare_interpreter(os.getcwd())
-    write_source(code, os.getcwd())
     try:
-        install_seccomp(bpf)
-    except OSError as exc:
-        os.write(status_fd, f"E{exc}".encode())
-        exit_now(125)
-    os.write(status_fd, b"R")
-    os.close(status_fd)
+        prctl(PR_SET_DUMPABLE, 0)
+        _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # Python's one handler: an init needs none
+        name = _process_name()
+        set_process_name("sandbox-init")
+        code = _read_fd(code_fd).decode("utf-8", "surrogatepass")
+        os.close(code_fd)
+        with open(filter_path, "rb") as fh:
+            program = SeccompProgram(fh.read())
+        workdir = os.getcwd()
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+        prepare_interpreter(workdir)
+        write_source(code, workdir)
+        pid = os.fork()
+    except BaseException as exc:  # reported, then this jail ends
+        _say(status_fd, f"Esandbox init: {type(exc).__name__}: {exc}")
+        exit_now(SETUP_FAILED)
+    if pid == 0:
+        set_process_name(name)  # what `python solution.py` would show
+        _start_program(code, seed, program, out_fd, err_fd, status_fd)
+    for fd in (0, 1, 2, out_fd, err_fd):  # the program's streams are the program's alone
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _reap_until(pid, status_fd)
+
+
+PR_SET_DUMPABLE = 4
+SETUP_FAILED = 125
+_signal: Any = __import__("_signal")  # the C module: `signal` would import enum (~4 ms)
+
+
+def _process_name() -> str:
+    buf = ctypes.create_string_buffer(16)
+    _libc.prctl(16, buf, 0, 0, 0)  # PR_GET_NAME
+    return buf.value.decode("utf-8", "replace")
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _say(fd: int, message: str) -> None:
+    try:
+        os.write(fd, message.encode("utf-8", "backslashreplace")[:4000])
+    except OSError:
+        pass
+
+
+def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, err_fd: int, status_fd: int) -> None:
+    """In the forked child (PID 2): become the program's process and run it; never returns."""
+    try:
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.close(out_fd)
+        os.close(err_fd)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # as in any Python program
+        program.install()
+        os.write(status_fd, b"R")
+        os.close(status_fd)
+    except BaseException as exc:
+        _say(status_fd, f"E{type(exc).__name__}: {exc}")
+        exit_now(SETUP_FAILED)
     exit_now(run_program(code, seed))
+
+
+def _reap_until(pid: int, status_fd: int) -> None:
+    """The init's loop: reap every process that ends (orphans come to us), report the program's
+    wait status when it is the one, and exit."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            exit_now(0)  # cannot happen before the program's own exit; nothing to report
+        if done == pid:
+            try:
+                os.write(status_fd, b"X" + status.to_bytes(4, "little", signed=True))
+            except OSError:
+                pass
+            exit_now(0)
 
 
 if __name__ == "__main__":

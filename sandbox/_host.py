@@ -8,13 +8,18 @@ import fcntl
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 
 UID_BASE = 1_600_000_000
 UID_SPAN = 65_536
-LOCK_DIR = os.path.join(tempfile.gettempdir(), f"code-env-uids-{os.getuid()}")
+# One fixed place per user, whatever $TMPDIR says: two sandboxes that saw different temp dirs
+# must still never lease the same uid.
+_RUNTIME = os.environ.get("XDG_RUNTIME_DIR")
+LOCK_DIR = (
+    "/run/code-env-uids" if os.geteuid() == 0
+    else os.path.join(_RUNTIME, "code-env-uids") if _RUNTIME else f"/tmp/code-env-uids-{os.getuid()}"
+)
 
 
 @dataclass

@@ -64,3 +64,31 @@ def pivot_root(new_root: str, put_old: str) -> None:
 def sethostname(name: str) -> None:
     raw = name.encode()
     _check(_libc.sethostname(raw, ctypes.c_size_t(len(raw))), "sethostname")
+
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good: the bounding and ambient sets, then the effective,
+    permitted and inheritable ones (what uid 0 of a user namespace would otherwise keep)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
+            if ctypes.get_errno() == 22:  # EINVAL: no such capability, we are past the last one
+                break
+            _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")

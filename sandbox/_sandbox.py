@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -17,6 +18,7 @@ from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
 from .models import ExecutionResult, Limits, RunRequest, check_payload
 
+log = logging.getLogger("sandbox")
 BACKENDS = ("auto", "process", "nsjail")
 BackendName = Literal["auto", "process", "nsjail"]
 
@@ -42,17 +44,23 @@ class Backend(Protocol):
 
 
 def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | None = None,
-                 limits: Limits | None = None) -> Backend:  # fmt: skip
+                 limits: Limits | None = None, allowed_packages: tuple[str, ...] | None = None,
+                 isolation: str = "full") -> Backend:  # fmt: skip
     if name not in BACKENDS:
         close = difflib.get_close_matches(str(name), BACKENDS, n=1)
         raise UnknownBackendError(str(name), list(BACKENDS), close[0] if close else None)
+    from . import _paths
+
+    packages = _paths.DEFAULT_ALLOWED_PACKAGES if allowed_packages is None else tuple(allowed_packages)
     if name in ("auto", "process"):
         from ._process import ProcessBackend
 
-        return ProcessBackend(workers, default_limits=limits)
+        return ProcessBackend(workers, default_limits=limits, allowed_packages=packages, isolation=isolation)
+    if isolation != "full":
+        raise ValueError(f"isolation={isolation!r}: the nsjail backend always isolates fully")
     from ._nsjail import NsjailBackend
 
-    return NsjailBackend(workers, binary=nsjail_path)
+    return NsjailBackend(workers, binary=nsjail_path, allowed_packages=packages)
 
 
 class Sandbox:
@@ -68,6 +76,12 @@ class Sandbox:
     ``"nsjail"`` (the nsjail binary, one jail per run). ``workers``: concurrent runs (default: one
     per core). ``limits``: the default ``Limits`` of this sandbox. ``cache``: ``True`` for an
     in-memory LRU of results, or a ``ResultCache`` (optionally on disk); off by default.
+    ``allowed_packages``: the third-party packages a program may import (with what they need);
+    nothing else of any site-packages is visible inside (default: ``("numpy",)``).
+    ``isolation``: ``"full"`` (the default: as root, or in user namespaces as a normal user; raises
+    ``IsolationUnavailableError`` where the kernel allows neither) or ``"weak"``, asked for by
+    name, where the kernel cannot isolate: seccomp, rlimits and a private directory only (a
+    ``RuntimeWarning`` lists what it does not protect).
     """
 
     def __init__(
@@ -78,12 +92,17 @@ class Sandbox:
         limits: Limits | None = None,
         cache: ResultCache | bool | None = None,
         nsjail_path: str | None = None,
+        allowed_packages: Iterable[str] | None = None,
+        isolation: Literal["full", "weak"] = "full",
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
         self.default_limits = limits or Limits()
+        if isinstance(allowed_packages, str):
+            raise TypeError("allowed_packages: expected a list of package names, got a str")
         self._backend: Backend | None = make_backend(
-            backend, workers=workers, nsjail_path=nsjail_path, limits=self.default_limits
+            backend, workers=workers, nsjail_path=nsjail_path, limits=self.default_limits,
+            allowed_packages=None if allowed_packages is None else tuple(allowed_packages), isolation=isolation,
         )
         self.backend_name = self._backend.name
         if cache is not None and not isinstance(cache, (bool, ResultCache)):
@@ -143,7 +162,13 @@ class Sandbox:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit.model_copy(update={"trace_id": tid, "cached": True})
-        result = backend.run(code, stdin, lim, tid)
+        try:
+            result = backend.run(code, stdin, lim, tid)
+        except Exception as exc:  # a fault of ours must answer this request, never lose a batch
+            log.exception("the %s backend failed on %s", backend.name, tid)
+            result = ExecutionResult.infrastructure_failure(
+                f"{backend.name} backend: {type(exc).__name__}: {exc}", trace_id=tid, backend=backend.name
+            )
         if self.cache is not None and key is not None:
             self.cache.put(key, result)
         return result

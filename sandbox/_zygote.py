@@ -1,15 +1,28 @@
-"""The process backend's warm worker ("zygote"). Standard library (plus libseccomp) only.
+"""The process backend's worker. Standard library (plus the host-compiled seccomp filter) only.
 
-Started once per worker slot by the host with an empty environment. At start it isolates itself
-once — new mount, network, IPC and UTS namespaces, a private read-only root holding only what
-Python needs, ``/proc`` mounted with ``hidepid=2``, its own memory cgroup — and compiles the seccomp
-filters. Then it serves requests, one at a time, over its stdin/stdout (4-byte length + JSON).
+One worker per slot, in three roles, so that no process that forks runs ever held a request:
 
-Per run it forks a child into a fresh PID namespace (so the child, as PID 1, takes every process it
-started down with it), which applies rlimits, an empty work dir, the worker's own unprivileged
-uid/gid, an empty environment and the seccomp filter, then runs the program in-process. The worker
-feeds stdin, reads the output, enforces wall clock and CPU budget from outside (``_monitor``), and
-answers with a plain dict that the host turns into an ``ExecutionResult``.
+* the **monitor** (``Worker``) talks to the host: it receives requests (code, stdin, limits),
+  feeds stdin, reads the output, enforces the wall clock and the CPU budget from outside
+  (``_monitor``) and answers. It never forks a run itself.
+* the **template** (``Template``) is forked by the monitor at start-up, before the first request,
+  and only ever forks run children on the monitor's command. It never holds code, stdin, output
+  or a result: a child forked from it finds nothing of any other run in its memory.
+* the **run child**, forked by the template ahead of time and set up while the previous run is
+  still running: a mount namespace of its own with a fresh size-limited tmpfs as its work dir and
+  ``/dev/shm`` (the kernel frees both, in O(1) for us, when the run's last process ends), an IPC
+  namespace of its own (SysV objects die with it), its own memory cgroup of the slot's two (so
+  nothing a previous run left is charged to it), rlimits. Until its program arrives it stays
+  root-owned and invisible to the run in progress (``/proc`` is mounted ``hidepid=2``); then it
+  writes the program to its work dir, switches to the slot's uid, loads the seccomp filter and
+  runs the program as ``__main__``. A run that may fork gets a PID namespace of its own, whose
+  init (root, non-dumpable, running no untrusted code) reaps everything and reports the program's
+  exit status; the program itself is never PID 1.
+
+At start-up the worker isolates itself once: (as a normal user: a user namespace,) mount, network,
+IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
+host paths (``_paths.jail_mounts``), and a ``/proc`` of the slot's own PID namespace (the monitor
+is its PID 1), read-only, ``hidepid=2``.
 """
 
 from __future__ import annotations
@@ -19,7 +32,9 @@ from __future__ import annotations
 # threading, shutil, dataclasses, pyseccomp (the host compiles the seccomp filter), linecache
 # (tracebacks read solution.py from the work dir) or random (its at-fork hook would reseed it in
 # every child; the program's `random` is seeded when imported, see _child.seed_random).
+import array
 import atexit  # noqa: F401
+import ctypes
 import gc
 import io  # noqa: F401
 import json
@@ -27,6 +42,7 @@ import math
 import os
 import resource
 import signal
+import socket
 import struct
 import sys
 import time
@@ -44,12 +60,15 @@ if TYPE_CHECKING:
 
 WORK_PARENT = "/sandbox"
 WORKDIR = "/sandbox/run"
+SHMDIR = "/sandbox/shm"
 SETUP_FAILED = 125
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE = 4
 
 
 class Cgroup:
-    """The worker's memory cgroup (v1 or v2), reached through file descriptors opened before the
-    worker leaves the host's filesystem."""
+    """One memory cgroup (v1 or v2), reached through file descriptors opened before the worker
+    leaves the host's filesystem."""
 
     def __init__(self, path: str, version: int) -> None:
         self.version = version
@@ -65,11 +84,13 @@ class Cgroup:
             self.limit = op("memory.limit_in_bytes")
             self.memsw = op("memory.memsw.limit_in_bytes")
             self.peak = op("memory.max_usage_in_bytes")
+            self.usage = op("memory.usage_in_bytes", os.O_RDONLY)
             self.events = op("memory.oom_control", os.O_RDONLY)
         else:
             self.limit = op("memory.max")
             self.memsw = op("memory.swap.max")
             self.peak = op("memory.peak")
+            self.usage = op("memory.current", os.O_RDONLY)
             self.events = op("memory.events", os.O_RDONLY)
         if self.procs is None or self.limit is None:
             raise OSError(f"cgroup {path} lacks cgroup.procs or a memory limit file")
@@ -103,13 +124,19 @@ class Cgroup:
             except OSError:
                 pass
 
-    def peak_bytes(self) -> int | None:
-        if self.peak is None:
+    def _read_int(self, fd: int | None) -> int | None:
+        if fd is None:
             return None
         try:
-            return int(os.pread(self.peak, 64, 0).split()[0])
+            return int(os.pread(fd, 64, 0).split()[0])
         except (OSError, ValueError, IndexError):
             return None
+
+    def peak_bytes(self) -> int | None:
+        return self._read_int(self.peak)
+
+    def usage_bytes(self) -> int | None:
+        return self._read_int(self.usage)
 
     def oom_kills(self) -> int:
         if self.events is None:
@@ -132,29 +159,10 @@ def _pwrite(fd: int, text: str) -> None:
 # ----------------------------------------------------------------------------- isolation
 
 
-def _bind(src: str, root: str, *, writable: bool = False) -> None:
-    dst = root + src
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        if not os.path.exists(dst):
-            open(dst, "a").close()
-    _linux.mount(src, dst, None, _linux.MS_BIND | _linux.MS_REC)
-    if not writable:
-        _linux.mount(
-            None,
-            dst,
-            None,
-            _linux.MS_BIND | _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV,
-        )
-
-
-def setup_isolation(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Isolate this worker once; returns what was achieved (reported to the host)."""
-    info: dict[str, Any] = {"namespaces": [], "private_root": False, "uid_switch": False}
-    privileged = os.geteuid() == 0
+def enter_namespaces(privileged: bool) -> list[str]:
+    """The slot's namespaces (but PID, which takes a fork: see ``serve``)."""
     flags = _linux.CLONE_NEWNS | _linux.CLONE_NEWNET | _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS
+    names = ["mount", "net", "ipc", "uts"]
     if not privileged:
         uid, gid = os.getuid(), os.getgid()
         _linux.unshare(_linux.CLONE_NEWUSER | flags)
@@ -164,35 +172,68 @@ def setup_isolation(cfg: dict[str, Any]) -> dict[str, Any]:
             fh.write(f"0 {uid} 1")
         with open("/proc/self/gid_map", "w") as fh:
             fh.write(f"0 {gid} 1")
-        info["namespaces"].append("user")
+        names.insert(0, "user")
     else:
         _linux.unshare(flags)
-    info["namespaces"] += ["mount", "net", "ipc", "uts"]
     try:
         _linux.sethostname("sandbox")
     except OSError:
         pass
     _linux.mount(None, "/", None, _linux.MS_REC | _linux.MS_PRIVATE)
+    return names
+
+
+def _ro_flags() -> int:
+    return _linux.MS_BIND | _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV
+
+
+def _bind(src: str, dst: str) -> None:
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if not os.path.exists(dst):
+            open(dst, "a").close()
+    _linux.mount(src, dst, None, _linux.MS_BIND | _linux.MS_REC)
+    try:
+        _linux.mount(None, dst, None, _ro_flags())
+    except OSError:
+        # in a user namespace, a bind of a mount that is nodev/noexec must keep those flags
+        _linux.mount(None, dst, None, _ro_flags() | _linux.MS_NOEXEC)
+
+
+def build_root(root: str, mounts: list[list[str]]) -> None:
+    """Fill the tmpfs at ``root`` with the jail's view of the host, an allowlist the host computed
+    with ``_paths.jail_mounts`` (the worker does not import importlib.metadata: every module it
+    holds makes each fork slower)."""
+    hiding: list[str] = []
+    for item in mounts:
+        m = _paths.Mount(*item)
+        dst = root + m.dst
+        if m.kind == "bind":
+            _bind(m.src, dst)
+        elif m.kind == "symlink":
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if not os.path.lexists(dst):
+                os.symlink(m.src, dst)
+        elif m.kind == "tmpfs":
+            os.makedirs(dst, exist_ok=True)
+            _linux.mount("tmpfs", dst, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=1m,mode=0755")
+            hiding.append(dst)
+        elif m.kind == "dir":
+            os.makedirs(dst, exist_ok=True)
+        else:
+            raise ValueError(f"unknown mount kind {m.kind!r}")
+    for dst in hiding:  # they only hold mount points: read-only once those are in place
+        _linux.mount(None, dst, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV)
+
+
+def setup_root(cfg: dict[str, Any]) -> None:
+    """A private, read-only root with only what a program needs; ``/proc`` of the slot's own PID
+    namespace (this process must be its PID 1 by now)."""
     root = cfg["root_dir"]
     _linux.mount("tmpfs", root, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=16m,mode=0755")
-    for top in sorted(os.listdir("/")):
-        src = "/" + top
-        if top in ("usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin") or top.startswith("lib"):
-            if os.path.islink(src):
-                os.symlink(os.readlink(src), root + src)
-            elif os.path.isdir(src):
-                _bind(src, root)
-    for d in _paths.python_dirs():
-        if not os.path.exists(root + d) or not os.path.ismount(root + d):
-            covered = any(d == p or d.startswith(p + os.sep) for p in ("/usr", "/lib", "/lib64", "/bin"))
-            if not covered:
-                _bind(d, root)
-    for f in ("/etc/ld.so.cache", "/etc/localtime"):
-        if os.path.exists(f):
-            _bind(os.path.realpath(f), root) if os.path.islink(f) else _bind(f, root)
-            if os.path.islink(f) and not os.path.exists(root + f):
-                os.makedirs(root + "/etc", exist_ok=True)
-                os.symlink(os.readlink(f), root + f)
+    build_root(root, cfg["mounts"])
     os.makedirs(root + "/dev", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         if os.path.exists("/dev/" + dev):
@@ -200,15 +241,12 @@ def setup_isolation(cfg: dict[str, Any]) -> dict[str, Any]:
             open(target, "a").close()
             _linux.mount("/dev/" + dev, target, None, _linux.MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                         ("shm", SHMDIR)):  # fmt: skip
         os.symlink(target, root + "/dev/" + name)
-    os.makedirs(root + "/dev/shm")
-    _linux.mount("tmpfs", root + "/dev/shm", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=64m,mode=1777")
-    os.makedirs(root + "/proc")
-    if privileged:
-        _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
-        info["proc"] = "hidepid=2"
-    os.makedirs(root + WORK_PARENT)
+    os.makedirs(root + "/proc", exist_ok=True)
+    _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
+    os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
     os.chdir(root)
@@ -217,153 +255,338 @@ def setup_isolation(cfg: dict[str, Any]) -> dict[str, Any]:
     _linux.umount2("/.oldroot", _linux.MNT_DETACH)
     os.rmdir("/.oldroot")
     os.chdir("/")
-    _linux.mount(None, "/", None, _linux.MS_BIND | _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV)
-    info["private_root"] = True
-    info["uid_switch"] = privileged
-    return info
+    _linux.mount(None, "/", None, _ro_flags())
+    try:  # read-only where the kernel allows it
+        _linux.mount(None, "/proc", None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID
+                     | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")  # fmt: skip
+    except OSError:
+        pass
 
 
-# ----------------------------------------------------------------------------- one run
+# ----------------------------------------------------------------------------- the template
+
+
+class Template:
+    """Forks run children on the monitor's command, and nothing else.
+
+    Commands arrive on a SOCK_SEQPACKET socket: ``F`` + JSON (the limits to set up, the cgroup)
+    with the child's five pipe ends attached (SCM_RIGHTS) answers ``P`` + the child's pid; ``W`` +
+    pid reaps that child and answers its wait status and resource usage, from buffers that are
+    zeroed right after, so no later child finds them."""
+
+    def __init__(self, cfg: dict[str, Any], sock: socket.socket, cgroups: list[Cgroup | None],
+                 filters: dict[bool, _child.SeccompProgram], own_pidns: int | None) -> None:  # fmt: skip
+        self.sock = sock
+        self.uid: int = cfg["uid"]
+        self.gid: int = cfg["gid"]
+        self.uid_switch: bool = cfg["uid_switch"]
+        self.cgroups = cgroups
+        self.filters = filters
+        self.own_pidns = own_pidns
+        self.weak: bool = cfg.get("isolation") == "weak"
+        self.weak_parent: str = cfg["root_dir"]
+        self.status = ctypes.c_int(0)
+        self.rusage = ctypes.create_string_buffer(256)
+
+    def serve(self) -> None:
+        fd_size = array.array("i").itemsize
+        while True:
+            try:
+                msg, anc, _flags, _addr = self.sock.recvmsg(4096, socket.CMSG_SPACE(8 * fd_size))
+            except InterruptedError:
+                continue
+            if not msg:
+                os._exit(0)  # the monitor is gone
+            op = msg[:1]
+            if op == b"F":
+                fds = array.array("i")
+                for level, kind, data in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds.frombytes(data[: len(data) - (len(data) % fd_size)])
+                spec = json.loads(msg[1:])
+                try:
+                    pid = self.fork_child(spec, list(fds))
+                    self.sock.send(b"P%d" % pid)
+                except OSError as exc:
+                    self.sock.send(b"E" + f"{type(exc).__name__}: {exc}".encode())
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+            elif op == b"W":
+                pid = int(msg[1:])
+                ret = _libc.wait4(pid, ctypes.byref(self.status), 0, self.rusage)
+                if ret != pid:
+                    self.sock.send(b"E" + f"wait4({pid}): {os.strerror(ctypes.get_errno())}".encode())
+                else:
+                    self.sock.sendmsg([b"S", memoryview(self.status).cast("B"), memoryview(self.rusage)[:144]])
+                ctypes.memset(ctypes.byref(self.status), 0, ctypes.sizeof(self.status))
+                ctypes.memset(self.rusage, 0, ctypes.sizeof(self.rusage))
+            elif op == b"X":
+                os._exit(0)
+
+    def fork_child(self, spec: dict[str, Any], fds: list[int]) -> int:
+        wrapped = has_init(spec, self.uid_switch) and not self.weak
+        if wrapped:
+            _linux.unshare(_linux.CLONE_NEWPID)  # the child is the init of a PID namespace of its own
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if wrapped and pid != 0 and self.own_pidns is not None:
+                _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
+        if pid == 0:
+            self.sock.close()
+            _run_child(self, spec, fds)  # never returns
+        return pid
+
+
+def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
+    """The forked child: set up completely for ``spec``, then wait for the program."""
+    stdin_r, out_w, err_w, st_w, go_r = fds
+    status_fd = st_w
+    forking = spec["max_processes"] > 1
+    wrapped = has_init(spec, t.uid_switch) and not t.weak
+    workdir = weak_workdir(t.weak_parent, os.getpid()) if t.weak else WORKDIR
+    try:
+        _child.set_process_name("code-env-run")
+        os.setsid()
+        cg = t.cgroups[spec["cgroup"]] if spec.get("cgroup") is not None else None
+        if cg is not None and cg.procs is not None:
+            os.write(cg.procs, b"0")  # "0": the writer itself, in any pid namespace
+        if t.weak:
+            _weak_setup(t, workdir)
+        else:
+            _private_setup(t, spec, wrapped)
+        for i, fd in enumerate((stdin_r, out_w, err_w, st_w, go_r)):
+            if fd != i:
+                os.dup2(fd, i)
+        status_fd = 3
+        os.closerange(5, _max_fd())
+        _apply_rlimits(spec, nproc="private" if t.uid_switch else "none" if t.weak else "namespace")
+        if wrapped:
+            pid = os.fork()
+            if pid != 0:
+                _init(pid, private=t.uid_switch)  # never returns
+    except BaseException as exc:
+        _fail(status_fd, f"child setup failed: {type(exc).__name__}: {exc}")
+    try:
+        # wait for the program (the monitor may keep us waiting for a long time)
+        (n,) = struct.unpack("<I", _read_exact(4, 4))
+        payload = json.loads(_read_exact(4, n))
+        os.close(4)
+        _child.write_source(payload["code"], workdir)
+        if t.uid_switch:
+            for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
+                os.fchown(fd, t.uid, t.gid)
+            os.setgroups([])
+            os.setresgid(t.gid, t.gid, t.gid)
+            os.setresuid(t.uid, t.uid, t.uid)
+        if not t.uid_switch and not t.weak:
+            _linux.drop_capabilities()  # uid 0 of our user namespace: keep no capability
+        _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+        t.filters[forking].install()  # the environment is already the run's
+        os.write(3, b"R")
+        os.close(3)
+    except BaseException as exc:
+        _fail(3, f"child setup failed: {type(exc).__name__}: {exc}")
+    status = 1
+    try:
+        status = _child.run_program(payload["code"], int(payload["seed"]))
+    finally:
+        os._exit(status)
+
+
+def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
+    """A mount and an IPC namespace of the run's own, its own disk (a tmpfs the kernel frees with
+    the mount namespace) and, with an init, its own /proc."""
+    _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC)
+    _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
+                 f"size={spec['max_disk_mb']}m,mode=0755")  # fmt: skip
+    for d in (WORKDIR, SHMDIR):
+        os.mkdir(d, 0o700)
+        if t.uid_switch:
+            os.chown(d, t.uid, t.gid)
+    if wrapped:
+        # PID 1 of the run's own namespace: its /proc shows the run and nothing else
+        _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+                     | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
+    os.chdir(WORKDIR)
+
+
+def weak_workdir(parent: str, pid: int) -> str:
+    return os.path.join(parent, f"run-{pid}")
+
+
+def _weak_setup(t: Template, workdir: str) -> None:
+    """Weak isolation, asked for by name: a private directory on the host's filesystem, nothing
+    more (the monitor removes it after the run)."""
+    os.mkdir(workdir, 0o700)
+    if t.uid_switch:
+        os.chown(workdir, t.uid, t.gid)
+    os.chdir(workdir)
+    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    if sys.path:
+        sys.path[0] = workdir
+
+
+def _fail(fd: int, message: str) -> None:
+    try:
+        os.write(fd, ("E" + message).encode("utf-8", "replace"))
+    finally:
+        os._exit(SETUP_FAILED)
+
+
+def has_init(limits: dict[str, Any], uid_switch: bool) -> bool:
+    """Does the run get a PID namespace of its own, with an init above the program? When it may
+    fork (its descendants die with the namespace), and when it shares its uid with the worker (in a
+    user namespace: a PID namespace of its own is then what keeps it from seeing or signalling the
+    worker, the template and the next run's child)."""
+    return limits["max_processes"] > 1 or not uid_switch
+
+
+def _init(program: int, *, private: bool) -> None:
+    """PID 1 of a run's own PID namespace: reap everything; when the program ends, report its raw
+    wait status ("X" + 4 bytes) on the status pipe and leave (the kernel kills the rest)."""
+    try:
+        # Default dispositions: the kernel then drops every signal the run sends its init (Python
+        # had a handler for SIGINT).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        if private:
+            # root, the program another uid: non-dumpable on top. (In a user namespace the program,
+            # same uid, is kept out by the capabilities we hold and it has not; non-dumpable there
+            # would hide us from the monitor too, whose capabilities stop at our namespace.)
+            _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        _child.set_process_name("code-env-init")
+        for fd in (0, 1, 2, 4):
+            os.close(fd)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            except InterruptedError:
+                continue
+            if pid == program:
+                os.write(3, b"X" + struct.pack("<i", status))
+                os._exit(0)
+    finally:
+        os._exit(0)
+
+
+SLOT_PROCESSES = 8
+
+
+def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:
+    """No RLIMIT_AS: memory is limited by the cgroup or, without one, by the monitor, which reads
+    the run's resident memory every few milliseconds and kills it over the limit. Either way an
+    allocation is refused only when the machine itself refuses it, and running out of memory is
+    the same verdict (``oom``, on evidence from outside) whoever runs the sandbox."""
+    cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
+    cpu = math.ceil(cpu_budget) + 1
+    pairs = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2),
+        (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_MEMLOCK, (0, 0)),
+        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+    ]
+    # Counted per uid and user namespace: the slot's own uid as root ("private"); in a user
+    # namespace, the worker's processes share it (waiter, worker, template, two run children, an
+    # init); in weak mode it would count every process of the user, so none is set.
+    if nproc != "none":
+        n = limits["max_processes"] + limits["max_threads"] + (0 if nproc == "private" else SLOT_PROCESSES)
+        pairs.append((resource.RLIMIT_NPROC, (n, n)))
+    for res, val in pairs:
+        resource.setrlimit(res, val)
+
+
+def _max_fd() -> int:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if 0 < soft < 1 << 20 else 1 << 20
+
+
+# ----------------------------------------------------------------------------- the monitor
+
+
+class Pending:
+    """A run child forked by the template, waiting for its program, and our ends of its pipes."""
+
+    __slots__ = ("cgroup", "err_r", "go_w", "key", "out_r", "pid", "st_r", "stdin_w")
+
+    def __init__(self, pid: int, key: tuple[Any, ...], cgroup: int | None, stdin_w: int, out_r: int,
+                 err_r: int, st_r: int, go_w: int) -> None:  # fmt: skip
+        self.pid, self.key, self.cgroup = pid, key, cgroup
+        self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w = stdin_w, out_r, err_r, st_r, go_w
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return (self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w)
 
 
 class Worker:
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    """The monitor: serves the host's requests with children forked by the template."""
+
+    def __init__(self, cfg: dict[str, Any], info: dict[str, Any]) -> None:
         self.cfg = cfg
-        self.uid: int = cfg["uid"]
-        self.gid: int = cfg["gid"]
-        self.cgroup: Cgroup | None = None
-        self.info: dict[str, Any] = {"pid": os.getpid()}
-        self.disk_mb: int | None = None
-        if cfg.get("cgroup_dir"):
+        self.info = info
+        self.uid_switch: bool = cfg["uid_switch"]
+        self.cgroups: list[Cgroup | None] = []
+        for path in cfg.get("cgroup_dirs") or []:
             try:
-                self.cgroup = Cgroup(cfg["cgroup_dir"], cfg["cgroup_version"])
-                self.info["memory"] = f"cgroup v{cfg['cgroup_version']}"
+                self.cgroups.append(Cgroup(path, cfg["cgroup_version"]))
             except OSError as exc:
-                self.info["cgroup_error"] = str(exc)
-        if self.cgroup is None:
-            self.info["memory"] = "rlimit"
+                info["cgroup_error"] = str(exc)
+                self.cgroups = []
+                break
+        info["memory"] = f"cgroup v{cfg['cgroup_version']}" if self.cgroups else "monitor (resident memory polled, killed over the limit)"
+        self.next_cgroup = 0
         self.pending: Pending | None = None
-        # The limits the next run will most likely have (an RL job uses the same ones for every
-        # run): the waiting child applies them in advance and then only needs its program.
         self.expected: dict[str, Any] = cfg["default_limits"]
-        self.isolated = False
-        # Handles on the host's /proc and our own pid namespace, taken before we leave the host's
-        # filesystem (an unprivileged worker cannot mount a /proc of its own).
-        _monitor.set_proc_dir(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-        try:
-            self.own_pidns: int | None = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.own_pidns = None
-        if cfg.get("isolate", True) and os.geteuid() != 0:
-            self.info["isolation_error"] = (
-                "not root: no private namespaces or uid; seccomp (all sockets refused), rlimits and a "
-                "private work dir only. Run as root for full isolation."
-            )
-        elif cfg.get("isolate", True):
-            try:
-                self.info.update(setup_isolation(cfg))
-                self.isolated = True
-            except OSError as exc:
-                self.info["isolation_error"] = str(exc)
-        if not self.isolated:
-            self.workparent = cfg["fallback_work_parent"]
-        else:
-            self.workparent = WORK_PARENT
-        self.workdir = os.path.join(self.workparent, "run")
-        # the waiting child's dir: root's and closed until it becomes the run's work dir (renamed,
-        # then handed over), so the run before it cannot plant files in it
-        self.nextdir = os.path.join(self.workparent, "next")
-        self.uid_switch = os.geteuid() == 0
-        self.pidns = False
-        try:
-            if self.own_pidns is None:
-                raise OSError("no handle on our own pid namespace")
-            if os.geteuid() != 0 or "user" in self.info.get("namespaces", []):
-                # inside a user namespace we could enter a new pid namespace but never come back
-                raise OSError("a pid namespace per run needs root")
-            _linux.unshare(_linux.CLONE_NEWPID)
-            _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
-            self.pidns = True
-            self.info["namespaces"] = [*self.info.get("namespaces", []), "pid (per run)"]
-        except OSError as exc:
-            self.info["pidns_error"] = str(exc)
-        # compiled by the host (libseccomp), keyed as _seccomp.variant names them; AF_UNIX sockets
-        # only where the filesystem is private
-        variant = "unix" if self.isolated else "nounix"
+        # AF_UNIX sockets only where the run has a filesystem (and a network namespace) of its own
+        variant = "nounix" if cfg.get("isolation") == "weak" else "unix"
         self.filters = {
             fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
             for fork in (False, True)
         }
-        # Done once: every child inherits the run's environment and interpreter state.
-        os.environ.clear()
-        os.environ.update(_child.child_environment(self.workdir))
-        self.info["seccomp"] = True
-        self.info["uid"] = self.uid if self.uid_switch else os.getuid()
+        self.sock: socket.socket | None = None
+        self.template_pid: int | None = None
+        self.broken: str | None = None  # set when the template is gone: this worker must be replaced
 
-    # -- disk of the work dir
-    def _mount_disk(self, disk_mb: int) -> None:
-        if self.isolated and disk_mb != self.disk_mb:
-            if self.disk_mb is not None:
-                _linux.umount2(WORK_PARENT, _linux.MNT_DETACH)
-            _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                         f"size={disk_mb}m,mode=0755")  # fmt: skip
-            self.disk_mb = disk_mb
-
-    def _activate(self) -> None:
-        """The waiting child's dir becomes the run's work dir (its cwd follows the rename)."""
-        if os.path.lexists(self.workdir):
-            self._clean_workdir()  # left by a run whose clean-up was interrupted
-        os.rename(self.nextdir, self.workdir)
-        if self.uid_switch:
-            os.chown(self.workdir, self.uid, self.gid)
-
-    def _clean_workdir(self) -> None:
-        _rmtree(self.workdir)
-        if os.path.lexists(self.workdir):
-            raise OSError(f"could not remove the work dir {self.workdir}")
-        if self.isolated:
-            for name in os.listdir("/dev/shm"):
-                _rmtree(os.path.join("/dev/shm", name))
-
-    def _kill_leftovers(self, pid: int) -> None:
-        """Without a PID namespace, end whatever the run left behind."""
-        if self.pidns:
-            return
-        if self.uid_switch:
-            for _ in range(100):
-                helper = os.fork()
-                if helper == 0:
-                    try:
-                        os.setresgid(self.gid, self.gid, self.gid)
-                        os.setresuid(self.uid, self.uid, self.uid)
-                        os.kill(-1, signal.SIGKILL)
-                        os._exit(0)
-                    except ProcessLookupError:
-                        os._exit(3)
-                    except BaseException:
-                        os._exit(4)
-                _, st = os.waitpid(helper, 0)
-                if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 3:
-                    break
-        else:
+    def start_template(self) -> None:
+        """Fork the template. Called once, before the first request."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
             try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+                Template(self.cfg, theirs, self.cgroups, self.filters, own_pidns).serve()
+            finally:
+                os._exit(0)
+        os.close(own_pidns)
+        theirs.close()
+        self.sock = ours
+        self.template_pid = pid
 
-    def run(self, req: dict[str, Any]) -> dict[str, Any]:
-        limits = req["limits"]
-        cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
-        first = self._run_once(req, limits, cpu_budget)
-        reason = _monitor.starved(first["_outcome"], timeout_s=limits["timeout_s"], cpu_budget_s=cpu_budget)
-        if reason is None:
-            first.pop("_outcome")
-            return first
-        second = self._run_once(req, limits, cpu_budget)
-        second.pop("_outcome")
-        second["reruns"] = 1
-        second["rerun_reason"] = reason
-        return second
+    def _ask(self, msg: bytes, fds: list[int] | None = None) -> bytes:
+        assert self.sock is not None
+        try:
+            if fds:
+                self.sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            else:
+                self.sock.send(msg)
+            reply = self.sock.recv(4096)
+        except OSError as exc:
+            self.broken = f"the template process is gone ({exc})"
+            raise OSError(self.broken) from None
+        if not reply:
+            self.broken = "the template process is gone"
+            raise OSError(self.broken)
+        if reply[:1] == b"E":
+            raise OSError(reply[1:].decode("utf-8", "replace"))
+        return reply
 
     # -- the waiting child: forked ahead of the request, so the fork is off the critical path
     def prefork(self) -> None:
@@ -371,8 +594,34 @@ class Worker:
         if self.pending is None:
             try:
                 self.pending = self._spawn(self.expected)
-            except OSError:
+            except OSError as exc:
+                self.info["prefork_error"] = str(exc)
                 self.pending = None  # the next request forks on demand and reports the error
+
+    def _spawn(self, limits: dict[str, Any]) -> Pending:
+        cgroup = None
+        if self.cgroups:
+            cgroup = self.next_cgroup
+            self.next_cgroup = (self.next_cgroup + 1) % len(self.cgroups)
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
+        spec = {k: limits[k] for k in SETUP_FIELDS} | {"cgroup": cgroup}
+        try:
+            reply = self._ask(b"F" + json.dumps(spec).encode(), [stdin_r, out_w, err_w, st_w, go_r])
+        except BaseException:
+            for fd in (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (stdin_r, out_w, err_w, st_w, go_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        return Pending(int(reply[1:]), setup_key(limits), cgroup, stdin_w, out_r, err_r, st_r, go_w)
 
     def pending_pid(self) -> int | None:
         return self.pending.pid if self.pending is not None else None
@@ -385,50 +634,34 @@ class Worker:
             os.kill(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os.waitpid(p.pid, 0)
-        for fd in p.fds:
-            os.close(fd)
-        _rmtree(self.nextdir)
-
-    def _spawn(self, limits: dict[str, Any]) -> Pending:
-        if self.pending is None:
-            self._mount_disk(limits["max_disk_mb"])  # never under a waiting child
-        if os.path.lexists(self.nextdir):
-            _rmtree(self.nextdir)
-        os.mkdir(self.nextdir, 0o700)
         try:
-            return self._fork_child(limits)
-        except BaseException:
-            _rmtree(self.nextdir)
-            raise
-
-    def _fork_child(self, limits: dict[str, Any]) -> Pending:
-        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
-        out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        st_r, st_w = os.pipe2(os.O_CLOEXEC)
-        go_r, go_w = os.pipe2(os.O_CLOEXEC)
-        # the child enters its dir through this handle: the dir may be renamed before it gets there
-        dir_fd = os.open(self.nextdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        vsize = _own_vsize()
-        pid = -1
-        pipes = (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w, dir_fd)
-        if self.pidns:
-            _linux.unshare(_linux.CLONE_NEWPID)
-        try:
-            pid = os.fork()
-        except OSError:
-            for fd in pipes:
-                os.close(fd)
-            raise
+            self._reap(p.pid)
         finally:
-            if self.pidns and pid != 0 and self.own_pidns is not None:
-                _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
-        if pid == 0:  # ------------------------------------------------ the child
-            self._child(limits, vsize, stdin_r, out_w, err_w, st_w, go_r, dir_fd)
-        for fd in (stdin_r, out_w, err_w, st_w, go_r, dir_fd):
-            os.close(fd)
-        return Pending(pid, setup_key(limits), stdin_w, out_r, err_r, st_r, go_w)
+            for fd in p.fds:
+                os.close(fd)
+
+    def _reap(self, pid: int) -> tuple[int, float, int]:
+        """Have the template reap ``pid``: (wait status, CPU seconds, max RSS in KiB)."""
+        reply = self._ask(b"W%d" % pid)
+        (status,) = struct.unpack_from("<i", reply, 1)
+        us, uus, ss, sus, maxrss = struct.unpack_from("<qqqqq", reply, 5)
+        return status, us + uus / 1e6 + ss + sus / 1e6, maxrss
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        limits = req["limits"]
+        cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
+        first = self._run_once(req, limits, cpu_budget)
+        reason = None
+        if limits["max_processes"] <= 1:  # a run that could have children is never run twice
+            reason = _monitor.starved(first["_outcome"], timeout_s=limits["timeout_s"], cpu_budget_s=cpu_budget)
+        if reason is None:
+            first.pop("_outcome")
+            return first
+        second = self._run_once(req, limits, cpu_budget)  # a fresh child, as every run has
+        second.pop("_outcome")
+        second["reruns"] = 1
+        second["rerun_reason"] = reason
+        return second
 
     def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
         if self.pending is not None and self.pending.key != setup_key(limits):
@@ -436,14 +669,23 @@ class Worker:
         p = self.pending or self._spawn(limits)
         self.pending = None
         self.expected = limits
-        self._activate()
-        _child.write_source(req["code"], self.workdir)
+        cg = self.cgroups[p.cgroup] if p.cgroup is not None else None
         oom_before = 0
-        if self.cgroup is not None:
-            self.cgroup.set_limit(limits["memory_mb"] * 1024 * 1024)
-            self.cgroup.reset_peak()
-            oom_before = self.cgroup.oom_kills()
+        limit_bytes = limits["memory_mb"] * 1024 * 1024
+        if cg is not None:
+            cg.set_limit(limit_bytes)
+            cg.reset_peak()
+            oom_before = cg.oom_kills()
+        weak = self.cfg.get("isolation") == "weak"
+        wrapped = has_init(limits, self.uid_switch) and not weak
         payload = json.dumps({"code": req["code"], "seed": limits["random_seed"]}).encode()
+        reaped: list[tuple[int, float, int]] = []
+
+        def reap(pid: int) -> tuple[int, float, int]:
+            r = self._reap(pid)
+            reaped.append(r)
+            return r
+
         try:
             try:
                 _write_all(p.go_w, struct.pack("<I", len(payload)) + payload)
@@ -456,83 +698,61 @@ class Worker:
                     stdout_fd=p.out_r,
                     stderr_fd=p.err_r,
                     stdin_fd=p.stdin_w,
-                    stdin_data=req.get("stdin", "").encode("utf-8", "surrogateescape"),
+                    stdin_data=req.get("stdin", "").encode("utf-8"),
                     timeout_s=limits["timeout_s"],
                     cpu_time_s=cpu_budget,
                     max_output_bytes=limits["max_output_bytes"],
                     kill_on_overflow=limits["on_output_overflow"] == "kill",
                     status_fd=p.st_r,
-                    kill=self._killer(p.pid),
+                    reap=reap,
+                    kill=(lambda sig: _killpg(p.pid, sig)) if weak else None,
+                    init_report=wrapped,
+                    cpu_probe=(lambda: _monitor.tree_cpu_s(p.pid)) if wrapped else None,
+                    delay_probe=(lambda: _monitor.tree_run_delay_s(p.pid)) if wrapped else None,
+                    memory_probe=None if cg is not None else (
+                        (lambda: _monitor.tree_rss_bytes(p.pid)) if wrapped else (lambda: _monitor.proc_rss_bytes(p.pid))),
+                    memory_limit_bytes=limit_bytes,
                     # fork the next run's child while this one runs (for the limits just set as
-                    # expected); only with a pid namespace per run: without one, the clean-up
-                    # after a run would take the waiting child with it
-                    on_start=self.prefork if self.pidns else None,
+                    # expected)
+                    on_start=self.prefork,
                 )
             )
         finally:
             for fd in (p.out_r, p.err_r, p.st_r):
                 os.close(fd)
-            self._kill_leftovers(p.pid)
-            self._clean_workdir()
-        peak = self.cgroup.peak_bytes() if self.cgroup is not None else None
-        oom_killed = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        return _monitor.result_dict(outcome, limits, peak_bytes=peak, oom_killed=oom_killed, cpu_budget=cpu_budget)
+            if weak:  # no PID namespace took the run's processes down: its process group, then its dir
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if not reaped:  # the watch failed: the run must not outlive it
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._reap(p.pid)
+            if weak:
+                import shutil  # only here: every module the worker holds slows each fork
 
-    def _killer(self, pid: int) -> Any:
-        def kill(sig: int) -> None:
-            try:
-                if self.pidns:
-                    os.kill(pid, sig)  # PID 1 of its namespace: the kernel takes the rest
-                else:
-                    os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+                shutil.rmtree(weak_workdir(self.cfg["root_dir"], p.pid), ignore_errors=True)
+        peak = cg.peak_bytes() if cg is not None else None
+        oom_killed = cg is not None and cg.oom_kills() > oom_before
+        if peak is None and outcome.peak_rss_bytes:
+            peak = max(outcome.peak_rss_bytes, outcome.maxrss_kb * 1024)
+        evidence = oom_killed or _monitor.memory_at_limit(peak, outcome.maxrss_kb, limit_bytes)
+        if wrapped and outcome.program_status is not None:
+            outcome.set_status(outcome.program_status)  # the init's report: the program's own status
+        elif wrapped and outcome.killed_for is None and not outcome.setup_error and not evidence:
+            # the init (root, unreachable by the program) ended without its report
+            outcome.setup_error = f"the run's init ended without reporting (status {outcome.exit_code}, signal {outcome.signal})"
+        return _monitor.result_dict(outcome, limits, peak_bytes=peak, memory_evidence=evidence, cpu_budget=cpu_budget)
 
-        return kill
 
-    def _child(self, limits: dict[str, Any], vsize: int, stdin_r: int, out_w: int, err_w: int, st_w: int,
-               go_r: int, dir_fd: int) -> None:  # fmt: skip
-        """The forked child: set up completely for ``limits``, then wait for the program."""
-        status_fd = st_w
-        try:
-            os.fchdir(dir_fd)  # our dir, whatever its name is by now (it becomes the work dir)
-            _child.set_process_name("code-env-run")
-            os.setsid()
-            if self.cgroup is not None and self.cgroup.procs is not None:
-                os.write(self.cgroup.procs, b"0")  # "0": the writer itself, in any pid namespace
-            os.dup2(stdin_r, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            os.dup2(st_w, 3)
-            status_fd = 3
-            os.dup2(go_r, 4)
-            os.closerange(5, _max_fd())
-            cpu = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
-            _apply_rlimits(limits, cpu, vsize, use_as=self.cgroup is None, nproc=self.uid_switch)
-            if self.uid_switch:
-                for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
-                    os.fchown(fd, self.uid, self.gid)
-                os.setgroups([])
-                os.setresgid(self.gid, self.gid, self.gid)
-                os.setresuid(self.uid, self.uid, self.uid)
-            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
-            self.filters[limits["max_processes"] > 1].install()  # the environment is already the run's
-            # wait for the program (the worker may keep us waiting for a long time)
-            (n,) = struct.unpack("<I", _read_exact(4, 4))
-            payload = json.loads(_read_exact(4, n))
-            os.close(4)
-            os.write(3, b"R")
-            os.close(3)
-        except BaseException as exc:
-            try:
-                os.write(status_fd, ("E" + f"child setup failed: {type(exc).__name__}: {exc}").encode())
-            finally:
-                os._exit(SETUP_FAILED)
-        status = 1
-        try:
-            status = _child.run_program(payload["code"], int(payload["seed"]))
-        finally:
-            os._exit(status)
+def _killpg(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def setup_key(limits: dict[str, Any]) -> tuple[Any, ...]:
@@ -544,79 +764,10 @@ SETUP_FIELDS = ("timeout_s", "cpu_time_s", "memory_mb", "max_file_bytes", "max_d
                 "max_processes", "max_threads")  # fmt: skip
 
 
-class Pending:
-    """A forked child waiting for its program, and the worker's ends of its pipes."""
-
-    __slots__ = ("err_r", "go_w", "key", "out_r", "pid", "st_r", "stdin_w")
-
-    def __init__(self, pid: int, key: tuple[Any, ...], stdin_w: int, out_r: int, err_r: int, st_r: int, go_w: int) -> None:
-        self.pid, self.key = pid, key
-        self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w = stdin_w, out_r, err_r, st_r, go_w
-
-    @property
-    def fds(self) -> tuple[int, ...]:
-        return (self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _rmtree(path: str) -> None:
-    """Remove a file or a directory tree without following symlinks (root: permissions don't stop us)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not (st.st_mode & 0o170000 == 0o040000):
-        os.unlink(path)
-        return
-    with os.scandir(path) as it:
-        entries = list(it)
-    for e in entries:
-        if e.is_dir(follow_symlinks=False):
-            _rmtree(e.path)
-        else:
-            try:
-                os.unlink(e.path)
-            except FileNotFoundError:
-                pass
-    os.rmdir(path)
-
-
-def _apply_rlimits(limits: dict[str, Any], cpu_budget: float, vsize: int, *, use_as: bool, nproc: bool) -> None:
-    cpu = math.ceil(cpu_budget) + 1
-    pairs = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2),
-        (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
-        (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_MEMLOCK, (0, 0)),
-        (resource.RLIMIT_MSGQUEUE, (0, 0)),
-    ]
-    if nproc:  # counted per real uid: only meaningful when the run has a uid of its own
-        n = limits["max_processes"] + limits["max_threads"] + 1  # + the next run's waiting child
-        pairs.append((resource.RLIMIT_NPROC, (n, n)))
-    if use_as:
-        limit = vsize + limits["memory_mb"] * 1024 * 1024
-        pairs.append((resource.RLIMIT_AS, (limit, limit)))
-    for res, val in pairs:
-        resource.setrlimit(res, val)
-
-
-def _own_vsize() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
-
-
-def _max_fd() -> int:
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return soft if 0 < soft < 1 << 20 else 1 << 20
 
 
 # ----------------------------------------------------------------------------- serving
@@ -640,10 +791,15 @@ def _send(fd: int, obj: dict[str, Any]) -> None:
         view = view[n:]
 
 
+def _recv(fd: int) -> dict[str, Any]:
+    (n,) = struct.unpack("<I", _read_exact(fd, 4))
+    msg: dict[str, Any] = json.loads(_read_exact(fd, n))
+    return msg
+
+
 def serve() -> None:
-    cfg = json.loads(sys.argv[1])
-    _child.set_process_name("code-env-worker")
-    # Requests arrive on fd 0 and answers leave on fd 1; nothing else may write there.
+    # Requests arrive on fd 0 and answers leave on fd 1; nothing else may write there. The first
+    # message is the configuration (not on the command line: `ps` would show it).
     req_fd = os.dup(0)
     resp_fd = os.dup(1)
     os.set_inheritable(req_fd, False)
@@ -652,15 +808,56 @@ def serve() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    # No PR_SET_PDEATHSIG here: it fires when the host *thread* that started us ends. The worker
-    # ends when its request pipe closes (the host closed it, or died).
+    _child.set_process_name("code-env-worker")
     try:
-        worker = Worker(cfg)
+        cfg = _recv(req_fd)
+        weak = cfg.get("isolation") == "weak"
+        info: dict[str, Any] = {"namespaces": [], "private_root": False}
+        privileged = os.geteuid() == 0
+        info["mode"] = "weak" if weak else "root" if privileged else "user namespace"
+        info["why"] = {
+            "weak": "isolation='weak' was asked for: seccomp, rlimits and a private directory only",
+            "root": "running as root: namespaces, a private uid per worker, memory cgroups",
+            "user namespace": "not root: unprivileged user namespaces (the run is uid 0 of the worker's user "
+                              "namespace with every capability dropped; memory watched by the worker)",
+        }[info["mode"]]
+        if not weak:
+            try:
+                info["namespaces"] = enter_namespaces(privileged)
+                # The slot's PID namespace: this process stays outside as a mere waiter; its child is
+                # PID 1 there and does the work (it reaps whatever a run leaves, and takes the slot
+                # down with it).
+                _linux.unshare(_linux.CLONE_NEWPID)
+            except OSError as exc:
+                _send(resp_fd, {"ready": False, "isolation_unavailable": str(exc)})
+                return
+            pid = os.fork()
+            if pid != 0:
+                os.close(req_fd)
+                os.close(resp_fd)
+                _, status = os.waitpid(pid, 0)
+                os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 1)
+            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # the waiter and we live and die together
+            info["namespaces"].append("pid")
+        cfg["uid_switch"] = privileged
+        info["uid"] = cfg["uid"] if privileged else os.getuid()
+        info["uid_switch"] = privileged
+        worker = Worker(cfg, info)  # opens the cgroups while the host's filesystem is in reach
+        if not weak:
+            setup_root(cfg)
+            info["private_root"] = True
+            info["proc"] = "own pid namespace, hidepid=2"
+        info["seccomp"] = True
+        # Done once: every child inherits the run's environment and interpreter state.
+        os.environ.clear()
+        os.environ.update(_child.child_environment(WORKDIR))
     except BaseException as exc:
         import traceback
 
         _send(resp_fd, {"ready": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
         return
+    # No PR_SET_PDEATHSIG here: it fires when the host *thread* that started us ends. The worker
+    # ends when its request pipe closes (the host closed it, or died).
     # Every object so far is shared with every child: keep the collector off them, so that neither
     # side writes their GC headers (each write to a shared page costs a copy-on-write fault).
     gc.collect()
@@ -673,16 +870,23 @@ def serve() -> None:
         try:
             importlib.import_module(name)
         except Exception:
-            worker.info.setdefault("preload_failed", []).append(name)
-    # From here on this interpreter is the template of every run; the worker itself uses only the
-    # fds it holds (req_fd, resp_fd, its log on fd 2), never sys.std*.
-    _child.prepare_interpreter(worker.workdir)
-    worker.prefork()
-    _send(resp_fd, {"ready": True, "info": worker.info, "next_pid": worker.pending_pid()})
+            info.setdefault("preload_failed", []).append(name)
+    # From here on this interpreter is the template of every run.
+    _child.prepare_interpreter(WORKDIR)
+    gc.collect()
+    gc.freeze()
+    try:
+        worker.start_template()  # before the first request: it never sees one
+        worker.prefork()
+    except BaseException as exc:
+        import traceback
+
+        _send(resp_fd, {"ready": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
+        return
+    _send(resp_fd, {"ready": True, "info": info})
     while True:
         try:
-            (n,) = struct.unpack("<I", _read_exact(req_fd, 4))
-            req = json.loads(_read_exact(req_fd, n))
+            req = _recv(req_fd)
         except EOFError:
             worker.discard_pending()
             return
@@ -698,14 +902,14 @@ def serve() -> None:
             res = {"sandbox_error": f"worker error: {type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
             try:
                 worker.discard_pending()
-                worker._clean_workdir()
             except BaseException:
                 pass
         res["worker_ms"] = round((time.monotonic() - started) * 1000, 3)
-        res["next_pid"] = worker.pending_pid()
         _send(resp_fd, res)
+        if worker.broken:
+            return  # the host replaces a worker that exits
         if worker.pending is None:
-            worker.prefork()  # not forked during the run (no pid namespace, or it failed)
+            worker.prefork()  # not forked during the run (it failed)
 
 
 if __name__ == "__main__":

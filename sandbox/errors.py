@@ -5,7 +5,10 @@ Hierarchy::
     SandboxError                      root of everything this package raises on purpose
     ├── UnknownBackendError (ValueError)  a backend name that does not exist ("did you mean ...")
     ├── BackendUnavailableError           a backend that exists but cannot run on this machine
-    │                                     (missing binary, missing kernel feature); says how to fix it
+    │   │                                 (missing binary, missing kernel feature); says how to fix it
+    │   └── IsolationUnavailableError     the kernel refuses the namespaces a run needs (not root and
+    │                                     no unprivileged user namespaces): fails closed, names the
+    │                                     ways out (root, user namespaces, or isolation="weak")
     └── SandboxClosedError                ``run`` on a sandbox that was closed
 
 Bad arguments (code that is not a string, a NUL byte in the code, limits out of range) raise the
@@ -44,3 +47,17 @@ class BackendUnavailableError(SandboxError):
 
 class SandboxClosedError(SandboxError):
     """The sandbox was closed; create a new one."""
+
+
+class IsolationUnavailableError(BackendUnavailableError):
+    """The kernel cannot isolate runs here (not root, and unprivileged user namespaces are off)."""
+
+    def __init__(self, backend: str, cause: str) -> None:
+        self.cause = cause
+        super().__init__(
+            backend,
+            f"cannot isolate runs: {cause}. Either run as root, or enable unprivileged user namespaces "
+            "(sysctl user.max_user_namespaces > 0; on Debian/Ubuntu also kernel.unprivileged_userns_clone=1, "
+            "or the AppArmor restriction kernel.apparmor_restrict_unprivileged_userns=0), or accept weak "
+            "isolation by name: Sandbox(isolation='weak')",
+        )

@@ -89,12 +89,17 @@ def check_payload(code: object, stdin: object, limits: Limits) -> None:
     nul = code.find("\x00")
     if nul >= 0:
         raise ValueError(f"code contains a NUL byte at offset {nul}; Python source cannot hold one")
-    size = len(code.encode("utf-8", "surrogatepass"))
-    if size > limits.max_code_bytes:
-        raise ValueError(f"code is {size} bytes, over max_code_bytes={limits.max_code_bytes}")
-    size = len(stdin.encode("utf-8", "surrogatepass"))
-    if size > limits.max_stdin_bytes:
-        raise ValueError(f"stdin is {size} bytes, over max_stdin_bytes={limits.max_stdin_bytes}")
+    for name, text, cap, field in (("code", code, limits.max_code_bytes, "max_code_bytes"),
+                                   ("stdin", stdin, limits.max_stdin_bytes, "max_stdin_bytes")):  # fmt: skip
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name} cannot be encoded as UTF-8: {exc.reason} {text[exc.start:exc.end]!r} at offset {exc.start} "
+                "(a lone surrogate; decode your bytes with errors='replace' first)"
+            ) from None
+        if size > cap:
+            raise ValueError(f"{name} is {size} bytes, over {field}={cap}")
 
 
 class ExecutionResult(BaseModel):

@@ -4,13 +4,14 @@ runs after every test that uses one (no process of a run survives, the test proc
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from sandbox import ExecutionResult, RunRequest, Sandbox
+from sandbox import ExecutionResult, RunRequest, Sandbox, _host
 from sandbox._host import uid_processes
 
 SECRET_NAME = "CODE_ENV_TEST_SECRET"
@@ -18,6 +19,10 @@ SECRET_VALUE = "sk-test-5ecr3t-b5f1e9c07d4e4f6c"
 
 # The secret is in our environment before any sandbox worker starts: it must never reach a run.
 os.environ[SECRET_NAME] = SECRET_VALUE
+# A private temp dir for this test run: other processes of a shared machine come and go in /tmp.
+if not os.environ.get("CODE_ENV_TEST_TMPDIR"):
+    os.environ["CODE_ENV_TEST_TMPDIR"] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="code-env-tests-")
+    tempfile.tempdir = None
 
 BACKENDS = [
     pytest.param("process", id="process"),
@@ -50,15 +55,26 @@ WATCHED_DIRS = [Path("/tmp"), Path("/root"), Path("/etc"), Path("/home"), REPO, 
 
 
 # the sandboxes' own (host-side) temp dirs and pytest's come and go with them
-OURS = ("pytest-of-", "code-env-root-", "code-env-work-", "code-env-nsjail-", "code-env-uids-")
+OURS = ("pytest-of-", "code-env-root-", "code-env-work-", "code-env-nsjail-", "code-env-uids-", "code-env-nobody-")
+
+
+def run_uid(uid: int) -> bool:
+    """Could a run own a file of this uid? As root, runs have the sandbox's private uids; as a
+    normal user, the user's own (other processes of the machine are not our business)."""
+    if os.geteuid() == 0:
+        return _host.UID_BASE <= uid < _host.UID_BASE + _host.UID_SPAN
+    return uid == os.geteuid()
 
 
 def host_files() -> set[str]:
-    """What is in the places a run must not write to (names only; cheap enough for every test)."""
+    """What a run could have written in the places it must not write to (names only; cheap
+    enough for every test)."""
     seen: set[str] = set()
     for d in WATCHED_DIRS:
         try:
-            seen.update(str(p) for p in d.iterdir() if not p.name.startswith(OURS))
+            for p in d.iterdir():
+                if not p.name.startswith(OURS) and run_uid(p.lstat().st_uid):
+                    seen.add(str(p))
         except OSError:
             pass
     return seen
@@ -74,12 +90,20 @@ def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     assert not appeared, f"files appeared outside the work dir: {sorted(appeared)}"
 
 
+SLOT_PROCESSES = 5  # the waiter, the worker, the template, a waiting child (and its init)
+
+
 def assert_contained(sandbox: Sandbox) -> None:
     """Nothing a run started is still alive, and we have no zombie children."""
     waiting = set(sandbox.waiting_pids())  # set up for the next run, not left over from the last
     for uid in sandbox.uids:
         left = [p for p in uid_processes(uid) if p not in waiting]
         assert not left, f"processes of sandbox uid {uid} outlived their run: {left}"
+    if sandbox.backend_name == "process":  # as a normal user, runs have our uid: count instead
+        for pid in sandbox._backend.worker_pids():  # type: ignore[union-attr]
+            waiter = psutil.Process(pid).parent()
+            tree = [] if waiter is None else [waiter, *waiter.children(recursive=True)]
+            assert len(tree) <= SLOT_PROCESSES, f"a slot holds more than its own processes: {tree}"
     zombies = [c.pid for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
     assert not zombies, f"zombie children: {zombies}"
 

@@ -36,7 +36,7 @@ def test_run_with_the_nsjail_backend(tmp_path: Path) -> None:
     prog.write_text("import os\nprint(os.getpid())\n")
     out = cli("run", str(prog), "--json", "--backend", "nsjail")
     res = ExecutionResult.from_wire(json.loads(out.stdout))
-    assert res.backend == "nsjail" and res.stdout == "1\n"
+    assert res.backend == "nsjail" and res.stdout == "2\n"  # the jail's init is PID 1, never the program
 
 
 def test_run_readable_summary_and_timeout(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_info_reports_the_isolation() -> None:
     info = json.loads(out.stdout)
     assert info["backend"] == "process"
     if os.geteuid() == 0:
-        assert {"mount", "net", "pid (per run)"} <= set(info["isolation"]["namespaces"])
+        assert {"mount", "net", "ipc", "pid"} <= set(info["isolation"]["namespaces"])
 
 
 @pytest.mark.slow

