@@ -200,3 +200,29 @@ def test_process_creation_floor(benchmark: Any) -> None:
 
     benchmark.pedantic(once, rounds=300, warmup_rounds=10)
     record(benchmark, engine="floor: posix_spawn /bin/true", program="none", mode="sequential")
+
+
+FORK_LOOP = """
+import os, sys
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+FORK_LOOP_N = 2000
+
+
+def test_fork_loop_floor(benchmark: Any) -> None:
+    """The machine's bare floor for a fresh process per run, on every core: a minimal
+    ``python -I -S`` forking, exiting and reaping a child in a loop, one loop per core. The process
+    backend's run_many is compared with it (target: at least 25 % of it)."""
+
+    def once() -> None:
+        procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", FORK_LOOP, str(FORK_LOOP_N)]) for _ in range(CORES)]
+        assert [p.wait() for p in procs] == [0] * CORES
+
+    benchmark.pedantic(once, rounds=5, warmup_rounds=1)
+    record(benchmark, engine="floor: python -I -S fork+exit+reap loop", program="none",
+           mode=f"run_many ({CORES} cores)", batch=CORES * FORK_LOOP_N)  # fmt: skip
+
