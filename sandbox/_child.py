@@ -135,7 +135,7 @@ def prepare_interpreter(workdir: str) -> None:
         sys.path[0] = workdir
     sys.dont_write_bytecode = True
     sys.excepthook = sys.__excepthook__
-    ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote", "_paths")
+    ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote", "_template", "_paths")
     for name in [m for m in sys.modules if m.split(".")[0] in ours]:
         del sys.modules[name]  # still alive where they are used; just not importable by name
 

@@ -5,19 +5,19 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
 * the **monitor** (``Worker``) talks to the host: it receives requests (code, stdin, limits),
   feeds stdin, reads the output, enforces the wall clock and the CPU budget from outside
   (``_monitor``) and answers. It never forks a run itself.
-* the **template** (``Template``) is forked by the monitor at start-up, before the first request,
-  and only ever forks run children on the monitor's command. It never holds code, stdin, output
-  or a result: a child forked from it finds nothing of any other run in its memory.
-* the **run child**, forked by the template ahead of time and set up while the previous run is
+* the **template** (``_template.Template``) is forked by the monitor at start-up, before the first
+  request, and only ever forks run children on the monitor's command. It never holds code, stdin,
+  output or a result: a child forked from it finds nothing of any other run in its memory.
+* the **run child** (``_template``), forked by the template ahead of time and set up while the previous run is
   still running: a mount namespace of its own with a fresh size-limited tmpfs as its work dir and
   ``/dev/shm`` (the kernel frees both, in O(1) for us, when the run's last process ends), an IPC
   namespace of its own (SysV objects die with it), its own memory cgroup of the slot's two (so
   nothing a previous run left is charged to it), rlimits. Until its program arrives it stays
   root-owned and invisible to the run in progress (``/proc`` is mounted ``hidepid=2``); then it
   writes the program to its work dir, switches to the slot's uid, loads the seccomp filter and
-  runs the program as ``__main__``. A run that may fork gets a PID namespace of its own, whose
-  init (root, non-dumpable, running no untrusted code) reaps everything and reports the program's
-  exit status; the program itself is never PID 1.
+  runs the program as ``__main__``. A run that may fork (or, in a user namespace, any run) gets
+  a PID namespace of its own, whose init (running no untrusted code, out of the program's reach)
+  reaps everything and reports the program's exit status; the program itself is never PID 1.
 
 At start-up the worker isolates itself once: (as a normal user: a user namespace,) mount, network,
 IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
@@ -34,17 +34,13 @@ from __future__ import annotations
 # every child; the program's `random` is seeded when imported, see _child.seed_random).
 import array
 import atexit  # noqa: F401
-import ctypes
 import gc
 import io  # noqa: F401
 import json
-import math
 import os
-import resource
 import signal
 import socket
 import struct
-import sys
 import time
 import types  # noqa: F401
 
@@ -53,107 +49,21 @@ import _child
 import _linux
 import _monitor
 import _paths
+from _template import (
+    SHMDIR,
+    WORK_PARENT,
+    WORKDIR,
+    Cgroup,
+    Template,
+    _read_exact,
+    has_init,
+    weak_workdir,
+)
 
 TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
 if TYPE_CHECKING:
     from typing import Any
 
-WORK_PARENT = "/sandbox"
-WORKDIR = "/sandbox/run"
-SHMDIR = "/sandbox/shm"
-SETUP_FAILED = 125
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_DUMPABLE = 4
-
-
-class Cgroup:
-    """One memory cgroup (v1 or v2), reached through file descriptors opened before the worker
-    leaves the host's filesystem."""
-
-    def __init__(self, path: str, version: int) -> None:
-        self.version = version
-
-        def op(name: str, flags: int = os.O_RDWR) -> int | None:
-            try:
-                return os.open(os.path.join(path, name), flags | os.O_CLOEXEC)
-            except OSError:
-                return None
-
-        self.procs = op("cgroup.procs", os.O_WRONLY)
-        if version == 1:
-            self.limit = op("memory.limit_in_bytes")
-            self.memsw = op("memory.memsw.limit_in_bytes")
-            self.peak = op("memory.max_usage_in_bytes")
-            self.usage = op("memory.usage_in_bytes", os.O_RDONLY)
-            self.events = op("memory.oom_control", os.O_RDONLY)
-        else:
-            self.limit = op("memory.max")
-            self.memsw = op("memory.swap.max")
-            self.peak = op("memory.peak")
-            self.usage = op("memory.current", os.O_RDONLY)
-            self.events = op("memory.events", os.O_RDONLY)
-        if self.procs is None or self.limit is None:
-            raise OSError(f"cgroup {path} lacks cgroup.procs or a memory limit file")
-        self._current: int | None = None
-
-    def set_limit(self, limit: int) -> None:
-        if limit == self._current:
-            return
-        assert self.limit is not None
-        if self.version == 1:
-            # memory.memsw.limit_in_bytes must stay >= memory.limit_in_bytes: order the writes
-            try:
-                _pwrite(self.limit, str(limit))
-                if self.memsw is not None:
-                    _pwrite(self.memsw, str(limit))
-            except OSError:
-                if self.memsw is None:
-                    raise
-                _pwrite(self.memsw, str(limit))
-                _pwrite(self.limit, str(limit))
-        else:
-            _pwrite(self.limit, str(limit))
-            if self.memsw is not None:
-                _pwrite(self.memsw, "0")
-        self._current = limit
-
-    def reset_peak(self) -> None:
-        if self.peak is not None:
-            try:
-                _pwrite(self.peak, "0" if self.version == 1 else "reset")
-            except OSError:
-                pass
-
-    def _read_int(self, fd: int | None) -> int | None:
-        if fd is None:
-            return None
-        try:
-            return int(os.pread(fd, 64, 0).split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def peak_bytes(self) -> int | None:
-        return self._read_int(self.peak)
-
-    def usage_bytes(self) -> int | None:
-        return self._read_int(self.usage)
-
-    def oom_kills(self) -> int:
-        if self.events is None:
-            return 0
-        try:
-            text = os.pread(self.events, 4096, 0).decode()
-        except OSError:
-            return 0
-        for line in text.splitlines():
-            key, _, val = line.partition(" ")
-            if key == "oom_kill":
-                return int(val)
-        return 0
-
-
-def _pwrite(fd: int, text: str) -> None:
-    os.pwrite(fd, text.encode(), 0)
 
 
 # ----------------------------------------------------------------------------- isolation
@@ -261,250 +171,6 @@ def setup_root(cfg: dict[str, Any]) -> None:
                      | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")  # fmt: skip
     except OSError:
         pass
-
-
-# ----------------------------------------------------------------------------- the template
-
-
-class Template:
-    """Forks run children on the monitor's command, and nothing else.
-
-    Commands arrive on a SOCK_SEQPACKET socket: ``F`` + JSON (the limits to set up, the cgroup)
-    with the child's five pipe ends attached (SCM_RIGHTS) answers ``P`` + the child's pid; ``W`` +
-    pid reaps that child and answers its wait status and resource usage, from buffers that are
-    zeroed right after, so no later child finds them."""
-
-    def __init__(self, cfg: dict[str, Any], sock: socket.socket, cgroups: list[Cgroup | None],
-                 filters: dict[bool, _child.SeccompProgram], own_pidns: int | None) -> None:  # fmt: skip
-        self.sock = sock
-        self.uid: int = cfg["uid"]
-        self.gid: int = cfg["gid"]
-        self.uid_switch: bool = cfg["uid_switch"]
-        self.cgroups = cgroups
-        self.filters = filters
-        self.own_pidns = own_pidns
-        self.weak: bool = cfg.get("isolation") == "weak"
-        self.weak_parent: str = cfg["root_dir"]
-        self.status = ctypes.c_int(0)
-        self.rusage = ctypes.create_string_buffer(256)
-
-    def serve(self) -> None:
-        fd_size = array.array("i").itemsize
-        while True:
-            try:
-                msg, anc, _flags, _addr = self.sock.recvmsg(4096, socket.CMSG_SPACE(8 * fd_size))
-            except InterruptedError:
-                continue
-            if not msg:
-                os._exit(0)  # the monitor is gone
-            op = msg[:1]
-            if op == b"F":
-                fds = array.array("i")
-                for level, kind, data in anc:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                        fds.frombytes(data[: len(data) - (len(data) % fd_size)])
-                spec = json.loads(msg[1:])
-                try:
-                    pid = self.fork_child(spec, list(fds))
-                    self.sock.send(b"P%d" % pid)
-                except OSError as exc:
-                    self.sock.send(b"E" + f"{type(exc).__name__}: {exc}".encode())
-                finally:
-                    for fd in fds:
-                        os.close(fd)
-            elif op == b"W":
-                pid = int(msg[1:])
-                ret = _libc.wait4(pid, ctypes.byref(self.status), 0, self.rusage)
-                if ret != pid:
-                    self.sock.send(b"E" + f"wait4({pid}): {os.strerror(ctypes.get_errno())}".encode())
-                else:
-                    self.sock.sendmsg([b"S", memoryview(self.status).cast("B"), memoryview(self.rusage)[:144]])
-                ctypes.memset(ctypes.byref(self.status), 0, ctypes.sizeof(self.status))
-                ctypes.memset(self.rusage, 0, ctypes.sizeof(self.rusage))
-            elif op == b"X":
-                os._exit(0)
-
-    def fork_child(self, spec: dict[str, Any], fds: list[int]) -> int:
-        wrapped = has_init(spec, self.uid_switch) and not self.weak
-        if wrapped:
-            _linux.unshare(_linux.CLONE_NEWPID)  # the child is the init of a PID namespace of its own
-        pid = -1
-        try:
-            pid = os.fork()
-        finally:
-            if wrapped and pid != 0 and self.own_pidns is not None:
-                _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
-        if pid == 0:
-            self.sock.close()
-            _run_child(self, spec, fds)  # never returns
-        return pid
-
-
-def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
-    """The forked child: set up completely for ``spec``, then wait for the program."""
-    stdin_r, out_w, err_w, st_w, go_r = fds
-    status_fd = st_w
-    forking = spec["max_processes"] > 1
-    wrapped = has_init(spec, t.uid_switch) and not t.weak
-    workdir = weak_workdir(t.weak_parent, os.getpid()) if t.weak else WORKDIR
-    try:
-        _child.set_process_name("code-env-run")
-        os.setsid()
-        cg = t.cgroups[spec["cgroup"]] if spec.get("cgroup") is not None else None
-        if cg is not None and cg.procs is not None:
-            os.write(cg.procs, b"0")  # "0": the writer itself, in any pid namespace
-        if t.weak:
-            _weak_setup(t, workdir)
-        else:
-            _private_setup(t, spec, wrapped)
-        for i, fd in enumerate((stdin_r, out_w, err_w, st_w, go_r)):
-            if fd != i:
-                os.dup2(fd, i)
-        status_fd = 3
-        os.closerange(5, _max_fd())
-        _apply_rlimits(spec, nproc="private" if t.uid_switch else "none" if t.weak else "namespace")
-        if wrapped:
-            pid = os.fork()
-            if pid != 0:
-                _init(pid, private=t.uid_switch)  # never returns
-    except BaseException as exc:
-        _fail(status_fd, f"child setup failed: {type(exc).__name__}: {exc}")
-    try:
-        # wait for the program (the monitor may keep us waiting for a long time)
-        (n,) = struct.unpack("<I", _read_exact(4, 4))
-        payload = json.loads(_read_exact(4, n))
-        os.close(4)
-        _child.write_source(payload["code"], workdir)
-        if t.uid_switch:
-            for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
-                os.fchown(fd, t.uid, t.gid)
-            os.setgroups([])
-            os.setresgid(t.gid, t.gid, t.gid)
-            os.setresuid(t.uid, t.uid, t.uid)
-        if not t.uid_switch and not t.weak:
-            _linux.drop_capabilities()  # uid 0 of our user namespace: keep no capability
-        _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
-        t.filters[forking].install()  # the environment is already the run's
-        os.write(3, b"R")
-        os.close(3)
-    except BaseException as exc:
-        _fail(3, f"child setup failed: {type(exc).__name__}: {exc}")
-    status = 1
-    try:
-        status = _child.run_program(payload["code"], int(payload["seed"]))
-    finally:
-        os._exit(status)
-
-
-def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
-    """A mount and an IPC namespace of the run's own, its own disk (a tmpfs the kernel frees with
-    the mount namespace) and, with an init, its own /proc."""
-    _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC)
-    _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb']}m,mode=0755")  # fmt: skip
-    for d in (WORKDIR, SHMDIR):
-        os.mkdir(d, 0o700)
-        if t.uid_switch:
-            os.chown(d, t.uid, t.gid)
-    if wrapped:
-        # PID 1 of the run's own namespace: its /proc shows the run and nothing else
-        _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
-                     | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
-    os.chdir(WORKDIR)
-
-
-def weak_workdir(parent: str, pid: int) -> str:
-    return os.path.join(parent, f"run-{pid}")
-
-
-def _weak_setup(t: Template, workdir: str) -> None:
-    """Weak isolation, asked for by name: a private directory on the host's filesystem, nothing
-    more (the monitor removes it after the run)."""
-    os.mkdir(workdir, 0o700)
-    if t.uid_switch:
-        os.chown(workdir, t.uid, t.gid)
-    os.chdir(workdir)
-    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-    if sys.path:
-        sys.path[0] = workdir
-
-
-def _fail(fd: int, message: str) -> None:
-    try:
-        os.write(fd, ("E" + message).encode("utf-8", "replace"))
-    finally:
-        os._exit(SETUP_FAILED)
-
-
-def has_init(limits: dict[str, Any], uid_switch: bool) -> bool:
-    """Does the run get a PID namespace of its own, with an init above the program? When it may
-    fork (its descendants die with the namespace), and when it shares its uid with the worker (in a
-    user namespace: a PID namespace of its own is then what keeps it from seeing or signalling the
-    worker, the template and the next run's child)."""
-    return limits["max_processes"] > 1 or not uid_switch
-
-
-def _init(program: int, *, private: bool) -> None:
-    """PID 1 of a run's own PID namespace: reap everything; when the program ends, report its raw
-    wait status ("X" + 4 bytes) on the status pipe and leave (the kernel kills the rest)."""
-    try:
-        # Default dispositions: the kernel then drops every signal the run sends its init (Python
-        # had a handler for SIGINT).
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        if private:
-            # root, the program another uid: non-dumpable on top. (In a user namespace the program,
-            # same uid, is kept out by the capabilities we hold and it has not; non-dumpable there
-            # would hide us from the monitor too, whose capabilities stop at our namespace.)
-            _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        _child.set_process_name("code-env-init")
-        for fd in (0, 1, 2, 4):
-            os.close(fd)
-        while True:
-            try:
-                pid, status = os.waitpid(-1, 0)
-            except ChildProcessError:
-                os._exit(0)
-            except InterruptedError:
-                continue
-            if pid == program:
-                os.write(3, b"X" + struct.pack("<i", status))
-                os._exit(0)
-    finally:
-        os._exit(0)
-
-
-SLOT_PROCESSES = 8
-
-
-def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:
-    """No RLIMIT_AS: memory is limited by the cgroup or, without one, by the monitor, which reads
-    the run's resident memory every few milliseconds and kills it over the limit. Either way an
-    allocation is refused only when the machine itself refuses it, and running out of memory is
-    the same verdict (``oom``, on evidence from outside) whoever runs the sandbox."""
-    cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
-    cpu = math.ceil(cpu_budget) + 1
-    pairs = [
-        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2),
-        (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
-        (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_MEMLOCK, (0, 0)),
-        (resource.RLIMIT_MSGQUEUE, (0, 0)),
-    ]
-    # Counted per uid and user namespace: the slot's own uid as root ("private"); in a user
-    # namespace, the worker's processes share it (waiter, worker, template, two run children, an
-    # init); in weak mode it would count every process of the user, so none is set.
-    if nproc != "none":
-        n = limits["max_processes"] + limits["max_threads"] + (0 if nproc == "private" else SLOT_PROCESSES)
-        pairs.append((resource.RLIMIT_NPROC, (n, n)))
-    for res, val in pairs:
-        resource.setrlimit(res, val)
-
-
-def _max_fd() -> int:
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return soft if 0 < soft < 1 << 20 else 1 << 20
 
 
 # ----------------------------------------------------------------------------- the monitor
@@ -771,16 +437,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 # ----------------------------------------------------------------------------- serving
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os.read(fd, n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
 
 
 def _send(fd: int, obj: dict[str, Any]) -> None:
