@@ -16,9 +16,13 @@ sys.exit(0 if sys.version_info >= (3, 10) else 1)
 PYCHECK
 
 # System libraries: libseccomp (pyseccomp loads it), libnl-route (the nsjail binary links it).
+# ldconfig lives in /sbin, which is not on a normal user's PATH.
+LDCONFIG="$(command -v ldconfig || true)"
+for c in /sbin/ldconfig /usr/sbin/ldconfig; do [ -n "$LDCONFIG" ] || { [ -x "$c" ] && LDCONFIG="$c"; }; done
+has_lib() { [ -n "$LDCONFIG" ] && "$LDCONFIG" -p 2>/dev/null | grep -q "$1"; }
 need_apt=()
-ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || need_apt+=(libseccomp2)
-ldconfig -p 2>/dev/null | grep -q 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
+has_lib 'libseccomp.so.2' || need_apt+=(libseccomp2)
+has_lib 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         log "installing ${need_apt[*]} with apt-get"
