@@ -103,8 +103,18 @@ out = {}
 for name, code in PROGRAMS.items():
     r = sb.run(code, stdin="abc", limits=lim)
     out[name] = [r.exit_code, r.signal, r.timeout_hit, r.oom, r.stdout_truncated, r.stdout[:20], r.sandbox_error]
-sb.close()
 print(json.dumps({"verdicts": out}))
+# the same through the grader: a memory bomb inside a function test is the run's oom, everywhere
+import registry
+from code_env import grade
+task = registry.get(registry.load("builtin"), "builtin/sum-of-evens")
+bomb = "def sum_of_evens(nums):\n    b = bytearray(4 << 30)\n    b[::4096] = b'x' * len(b[::4096])\n    return 0\n"
+rewards = {}
+for name, code in {"reference": task.reference_solution, "bomb": bomb, "wrong": "def sum_of_evens(nums):\n    return 1\n"}.items():
+    g = grade(task, code, sandbox=sb)
+    rewards[name] = [g.reward, g.breakdown.tier]
+sb.close()
+print(json.dumps({"rewards": rewards}))
 '''
 
 
@@ -124,6 +134,8 @@ def test_the_same_program_gets_the_same_verdict_whoever_runs_it(nobody_tmp: Path
     as_user = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "user"], tmp=nobody_tmp, timeout=300))
     weak = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "weak"], tmp=nobody_tmp, timeout=300))
     assert as_root["verdicts"] == as_user["verdicts"] == weak["verdicts"], (as_root, as_user, weak)
+    assert as_root["rewards"] == as_user["rewards"] == weak["rewards"], (as_root, as_user, weak)
+    assert as_root["rewards"]["bomb"][1] == "oom", as_root["rewards"]  # type: ignore[index]
     assert as_root["verdicts"]["memory-bomb"][3] is True  # type: ignore[index]
     refused = str(weak["refused"])
     assert refused.startswith("IsolationUnavailableError") and "run as root" in refused and "isolation='weak'" in refused
