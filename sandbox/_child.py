@@ -221,7 +221,9 @@ def run_program(code: str, seed: int) -> int:
         try:
             tb = exc.__traceback__
             # drop this function's frame so the traceback starts at the program, as in CPython
-            if tb is not None and tb.tb_frame.f_code is run_program.__code__ and tb.tb_next is not None:
+            # (a SyntaxError from compile() has no frame of the program's: then no traceback at
+            # all, just the error with its source line, as `python solution.py` prints it)
+            if tb is not None and tb.tb_frame.f_code is run_program.__code__:
                 tb = tb.tb_next
             sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         except BaseException:
@@ -260,9 +262,17 @@ def main(argv: list[str]) -> None:
     from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
     ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
     the program as PID 2, then only reaps. The program's process makes OUT_FD and ERR_FD its stdout
-    and stderr, loads the filter and says "R" on STATUS_FD (or "E<why>" if its setup failed), closes
-    STATUS_FD and runs. When the program ends the init writes "X" + its raw wait status (4 bytes,
-    little-endian) on STATUS_FD and exits; the kernel then kills whatever the program left.
+    and stderr, drops every capability it might hold (nsjail has dropped them all, as root and in a
+    user namespace: this stays true if that ever changes), loads the filter and says "R" on
+    STATUS_FD (or "E<why>" if its setup failed), closes STATUS_FD and runs. When the program ends the
+    init writes "X" + its raw wait status (4 bytes, little-endian) on STATUS_FD and exits; the
+    kernel then kills whatever the program left.
+
+    Without root (nsjail's user-namespace mode) the init and the program share the caller's uid, the
+    only one of the jail's user namespace, and neither holds a capability: non-dumpable still keeps
+    the program out of the init (``ptrace`` access to a non-dumpable process needs
+    ``CAP_SYS_PTRACE`` in the jail's user namespace), while the host's monitor, whose uid owns that
+    namespace, reads the init's ``/proc`` entries and kills it as before.
     """
     code_fd, filter_path, seed = int(argv[1]), argv[2], int(argv[3])
     out_fd, err_fd, status_fd = int(argv[4]), int(argv[5]), int(argv[6])
@@ -295,6 +305,9 @@ def main(argv: list[str]) -> None:
 
 
 PR_SET_DUMPABLE = 4
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SETUP_FAILED = 125
 _signal: Any = __import__("_signal")  # the C module: `signal` would import enum (~4 ms)
 
@@ -331,6 +344,7 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
         os.close(out_fd)
         os.close(err_fd)
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # as in any Python program
+        drop_capabilities()
         program.install()
         os.write(status_fd, b"R")
         os.close(status_fd)
@@ -338,6 +352,19 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
         _say(status_fd, f"E{type(exc).__name__}: {exc}")
         exit_now(SETUP_FAILED)
     exit_now(run_program(code, seed))
+
+
+def drop_capabilities() -> None:
+    """Empty this process's effective, permitted, inheritable and ambient capability sets (always
+    allowed; a no-op when nsjail already did it). The bounding set needs no clearing: nsjail empties
+    it, ``no_new_privs`` is set and the seccomp filter refuses ``execve``, so no capability can come
+    back."""
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two (effective, permitted, inheritable) triples, all zero
+    if _libc.capset(header, data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL where there is no ambient set
 
 
 def _reap_until(pid: int, status_fd: int) -> None:

