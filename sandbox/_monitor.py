@@ -149,15 +149,16 @@ def proc_cpu_s(pid: int) -> float:
 def tree_cpu_s(pid: int) -> float:
     """CPU time of ``pid``, of its reaped children, and of its live descendants (at most 256
     processes): a run's whole tree under its init."""
-    return sum(proc_cpu_s(p) for p in _tree(pid))
+    return sum(proc_cpu_s(p) for p in tree_pids(pid))
 
 
 def tree_run_delay_s(pid: int) -> float:
     """Run-queue delay of the busiest process of ``pid``'s tree (the init itself sleeps)."""
-    return max((proc_run_delay_s(p) for p in _tree(pid)), default=0.0)
+    return max((proc_run_delay_s(p) for p in tree_pids(pid)), default=0.0)
 
 
-def _tree(pid: int, limit: int = 256) -> list[int]:
+def tree_pids(pid: int, limit: int = 256) -> list[int]:
+    """``pid`` and its live descendants (children of any of their threads), at most ``limit``."""
     out: list[int] = []
     todo = [pid]
     while todo and len(out) < limit:
@@ -183,10 +184,53 @@ def proc_rss_bytes(pid: int) -> int:
         return 0
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid``'s whole tree (pages shared after a fork count once per process:
-    an overestimate, on the safe side)."""
-    return sum(proc_rss_bytes(p) for p in _tree(pid))
+def pss_bytes(pid: int) -> int | None:
+    """``pid``'s proportional set size: its resident pages, each shared one divided by the number of
+    processes that map it (so that a tree's sum counts every page once). None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class TreeMemory:
+    """The memory probe of a run without a cgroup (``Watch.memory_probe``): what the run's processes
+    hold, each page once, as a memory cgroup would count it. ``pids()`` lists the run's processes.
+
+    The resident sizes (``statm``, cheap) count a page that several processes share (the
+    copy-on-write pages of a fork, the interpreter the program shares with its init) once per
+    process: harmless far from the limit, wrong near it, where a fork bomb of small processes would
+    pass for one big program (``oom`` here, a timeout with a cgroup). So from 90 % of the limit on,
+    the resident sum is corrected by what it counts twice, measured with PSS (``smaps_rollup``: the
+    kernel walks the page tables, ~1 ms per 256 MB) at most every ``PSS_EVERY_S``; in between, the
+    resident sum minus the last such excess (new growth shows at once)."""
+
+    PSS_EVERY_S = 0.02
+
+    def __init__(self, pids: Any, limit_bytes: int) -> None:
+        self.pids = pids
+        self.threshold = 0.9 * limit_bytes
+        self.excess = 0  # what the resident sum counted more than once, at the last PSS reading
+        self.measured_at = -math.inf
+
+    def __call__(self) -> int:
+        pids = self.pids()
+        rss = sum(proc_rss_bytes(p) for p in pids)
+        if rss < self.threshold or len(pids) < 2:
+            return rss
+        now = time.monotonic()
+        if now - self.measured_at >= self.PSS_EVERY_S:
+            excess = 0
+            for p in pids:
+                pss = pss_bytes(p)
+                if pss is not None:  # else gone since: it holds nothing
+                    excess += max(0, proc_rss_bytes(p) - pss)
+            self.excess, self.measured_at = excess, now
+        return max(0, rss - self.excess)
 
 
 def proc_run_delay_s(pid: int) -> float:

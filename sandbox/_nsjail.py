@@ -1,36 +1,57 @@
 """The ``nsjail`` backend: one real nsjail process per run (the strongest isolation we offer).
 
-Each run gets fresh namespaces (pid, mount, net, ipc, uts, cgroup; no user namespace: nsjail runs
-as root and switches to the slot's own unprivileged uid), rlimits, a memory cgroup of its own where
-the machine has cgroup v1 (``RLIMIT_AS`` otherwise), and the same seccomp filter as the process
-backend. Its root is a read-only tmpfs holding the allowlisted host paths (``_paths.jail_mounts``:
-system libraries, the interpreter, its standard library, the allowed packages; no project tree, no
-task data), a size-limited tmpfs work dir (``/sandbox``, also ``/tmp``), a few devices, and
-``/sbx``: this backend's shared, read-only helper files (the compiled ``_child.pyc``, the seccomp
-filters; nothing that belongs to a run).
+Each run gets fresh namespaces (mount, net, ipc, uts, pid, cgroup), rlimits, the same seccomp filter
+as the process backend, and a root that is a read-only tmpfs holding the allowlisted host paths
+(``_paths.jail_mounts``: system libraries, the interpreter, its standard library, the allowed
+packages; no project tree, no task data), a size-limited tmpfs work dir (``/sandbox``, also
+``/tmp``), a few devices, and ``/sbx``: this backend's shared, read-only helper files (the compiled
+``_child.pyc``, the seccomp filters; nothing that belongs to a run). That static view is a nsjail
+configuration file (text protobuf) written once per backend: there every mount is read-only,
+including each tmpfs that hides a directory inside an earlier bind (a ``site-packages``), which
+nsjail remounts read-only once the binds inside it are in place (on the command line such a tmpfs
+would stay writable, and in a user namespace the program would own it).
+
+Two modes, one jail (``isolation["mode"]``):
+
+* ``"root"``: no user namespace; nsjail switches to the slot's own unprivileged uid (leased
+  machine-wide), and each run has a memory cgroup of its own where the machine has cgroup v1.
+* ``"user namespace"`` (not root): nsjail's user-namespace mode. The jail's user namespace maps one
+  uid, the caller's, to itself: the program runs as the caller's uid with every capability dropped
+  (nsjail clears the effective, permitted, inheritable, ambient and bounding sets and sets
+  ``no_new_privs``; the init drops them again before the program starts), so of the host it can
+  only see the read-only allowlist, of processes only its own PID namespace, of the network nothing.
+  A kernel that refuses unprivileged user namespaces fails closed: ``IsolationUnavailableError``
+  when the backend starts (a probe jail), never weaker isolation.
 
 Nothing of a run is on a path another run's jail could see: the program comes in on a memfd, its
 stdin/stdout/stderr and the status channel are pipes of their own (``--pass_fd``), and nsjail's log
-goes to another memfd. The backend's temp dir is root-only (0700).
+goes to another memfd. The backend's temp dir is private (0700).
 
 Inside, ``_child.py`` is the init (PID 1) of the jail's PID namespace (``_child.main``): it forks
 the program as PID 2, reaps everything, and reports the program's raw wait status ("X" + 4 bytes on
 the status pipe); exit code and signal come from that report. The report can be trusted because
 the program cannot reach the init: the init runs no untrusted code, is non-dumpable (no
-``/proc/1/mem``, ``/proc/1/fd`` for the same uid), has no signal handlers (a namespace's init
-ignores every signal from inside it but those), and the program's seccomp filter refuses
-``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``prlimit64`` on another process and ``kill(-1)``.
-When no report comes (the init was killed: by our wall-clock or CPU kill, or by the cgroup's OOM
-killer, which may pick it), the verdict falls back to nsjail's log of how the init ended.
+``/proc/1/mem``, ``/proc/1/fd`` for the same uid without a capability the program lacks), has no
+signal handlers (a namespace's init ignores every signal from inside it but those), and the
+program's seccomp filter refuses ``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``prlimit64`` on
+another process and ``kill(-1)``. When no report comes (the init was killed: by our wall-clock,
+CPU or memory kill, or by the cgroup's OOM killer, which may pick it), the verdict falls back to
+nsjail's log of how the init ended.
 
-Memory verdicts rest on the kernel's counters, never on what the program prints: with cgroup v1,
-each run has a cgroup of ours (under the slot's) that carries the memory limit, with nsjail's own
-per-run cgroup inside it (whose limit is never the one hit), so that after the run we still read
-the run's exact peak and ``memory.failcnt`` (how often a charge hit the limit). The run "hit its
-memory limit" when ``failcnt > 0`` or the peak reached 90 % of the limit. Without cgroups (RLIMIT_AS)
-the only outside evidence is the run's largest resident set (``wait4``'s ``ru_maxrss``, which
-covers the init and the program): a request far past the limit that is refused at once
-(``MemoryError``) leaves no such evidence and is an ordinary failure there.
+Memory verdicts rest on evidence from outside the program, never on what it prints, and never on
+``RLIMIT_AS`` (which refuses an allocation the machine would grant: another verdict than the
+process backend's). With cgroup v1 (root), each run has a cgroup of ours (under the slot's) that
+carries the memory limit, with nsjail's own per-run cgroup inside it where a thread cannot join
+ours (whose limit is never the one hit), so that after the run we still read the run's exact peak
+and ``memory.failcnt``: the run "hit its memory limit" when ``failcnt > 0``, an OOM kill was
+counted, or the peak reached 90 % of the limit. Without a cgroup (a normal user; root on a machine
+without cgroup v1 memory), as in the process backend without one: the monitor reads the resident
+memory of the jail's init and all its descendants (the host's ``/proc``) every 3 ms and kills the
+jail over the limit (``oom``, on our own evidence; a run that ends otherwise is ``oom`` when the
+monitor saw it at 90 % of the limit). Not ``wait4``'s max RSS of nsjail: exec records the peak of
+the memory it replaces, that of the process nsjail was started from (with vfork, the host's own).
+An allocation the machine refuses outright uses no memory and is the program's own
+``MemoryError``, in every mode.
 """
 
 from __future__ import annotations
@@ -54,7 +75,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _child, _host, _monitor, _paths, _seccomp
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, IsolationUnavailableError
 from .models import ExecutionResult, Limits
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
@@ -68,8 +89,16 @@ _STATUS_RE = re.compile(r"exited with status: (\d+)")
 _SIGNAL_RE = re.compile(r"terminated with signal: \S+ \((\d+)\)")
 LOG_TAIL = 64 * 1024
 LAUNCH_TIMEOUT_S = 120  # a cgroup move takes ~20 ms; only a wedged kernel takes this long
-# a tmpfs that only holds mount points, owned by root (nsjail would make the jailed uid its owner)
-TMPFS_OPTIONS = "size=1048576,nr_inodes=4096,mode=0755,uid=0,gid=0"
+# a tmpfs that only holds mount points (nsjail remounts it read-only once they are in place)
+HIDING_TMPFS_OPTIONS = "size=1048576,nr_inodes=4096,mode=0755"
+MEMORY_MONITOR = "monitor (resident memory polled, killed over the limit)"
+MODE_WHY = {
+    "root": "running as root: no user namespace, a private uid per slot, a memory cgroup per run where the "
+            "machine has cgroup v1",
+    "user namespace": "not root: nsjail's user-namespace mode (the run is the caller's uid, the only one mapped in "
+                      "the jail's user namespace, with every capability dropped; memory watched by the monitor)",
+}  # fmt: skip
+PROBE_TIMEOUT_S = 30
 
 
 def find_nsjail(explicit: str | None = None) -> str:
@@ -102,13 +131,22 @@ class _Slot:
     Where a thread cannot be moved, nsjail makes its own cgroup inside the run's (``--cgroup_mem_*``)
     and pays the move itself."""
 
-    def __init__(self) -> None:
-        self.lease = _host.lease_uid()
-        self.uid = self.lease.uid
-        self.cgroup, self.cgroup_note = _host.make_cgroup(f"code-env-nsjail-{self.uid}")
-        if self.cgroup is not None and self.cgroup.version != 1:
-            _host.remove_cgroup(self.cgroup)
-            self.cgroup, self.cgroup_note = None, "cgroup v2: nsjail backend limits memory with RLIMIT_AS"
+    def __init__(self, privileged: bool) -> None:
+        self.privileged = privileged
+        self.lease: _host.UidLease | None = None
+        self.uid: int | None = None  # the private uid of the slot's runs (as root)
+        self.cgroup: _host.CgroupInfo | None = None
+        if privileged:
+            self.lease = _host.lease_uid()
+            self.uid = self.lease.uid
+            self.cgroup, note = _host.make_cgroup(f"code-env-nsjail-{self.uid}")
+            if self.cgroup is not None and self.cgroup.version != 1:
+                _host.remove_cgroup(self.cgroup)
+                self.cgroup, note = None, "cgroup v2"
+            # _host says what the process backend would do without one; this backend polls
+            self.cgroup_note = None if note is None else f"{note.split(': memory is limited')[0]}: {MEMORY_MONITOR}"
+        else:
+            self.cgroup_note = f"not root: no cgroup; {MEMORY_MONITOR}"
         self._runs = itertools.count()
         self._lock = threading.Lock()
         self._stale: list[str] = []  # run cgroups that could not be removed at once
@@ -196,14 +234,16 @@ class _Slot:
         if self._thread is not None:
             self._requests.put(None)
             self._thread.join(timeout=30)
-        _host.kill_uid(self.uid)
+        if self.uid is not None:
+            _host.kill_uid(self.uid)
         if self.cgroup is not None and os.path.isdir(self.cgroup.path):
             for name in os.listdir(self.cgroup.path):
                 sub = os.path.join(self.cgroup.path, name)
                 if name.startswith("run-") and os.path.isdir(sub):
                     _remove_cgroup_tree(sub, patient=True)
         _host.remove_cgroup(self.cgroup)
-        self.lease.release()
+        if self.lease is not None:
+            self.lease.release()
 
 
 def _read_int(path: str) -> int | None:
@@ -262,10 +302,10 @@ class NsjailBackend:
 
     def __init__(self, workers: int | None = None, *, binary: str | None = None,
                  allowed_packages: Sequence[str] = _paths.DEFAULT_ALLOWED_PACKAGES) -> None:  # fmt: skip
-        if os.geteuid() != 0:
-            raise BackendUnavailableError("nsjail", "this backend runs nsjail as root (it switches to a private uid)")
         if isinstance(allowed_packages, str):
             raise TypeError("allowed_packages: expected a sequence of package names, got a str")
+        self.privileged = os.geteuid() == 0
+        self.mode = "root" if self.privileged else "user namespace"
         self.allowed_packages = tuple(allowed_packages)
         jail = _paths.jail_mounts(self.allowed_packages)  # a bad package name fails before anything is made
         self.binary = find_nsjail(binary)
@@ -278,7 +318,7 @@ class NsjailBackend:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
         self.size = n
         self._all: list[_Slot] = []
-        self._dir = tempfile.mkdtemp(prefix="code-env-nsjail-")  # 0700: only nsjail (root) looks in
+        self._dir = tempfile.mkdtemp(prefix="code-env-nsjail-")  # 0700: only nsjail (we) looks in
         try:
             # shared by every run, read-only in each jail as /sbx: nothing run-specific ever goes here
             self._share = os.path.join(self._dir, "share")
@@ -295,12 +335,16 @@ class NsjailBackend:
             os.mkdir(self._empty, 0o555)
             os.chmod(self._empty, 0o555)
             self._jail = jail
-            self._mounts = self._mount_args(jail)
+            self._config = os.path.join(self._dir, "jail.cfg")  # the jail's static view (see the docstring)
+            with open(self._config, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write(self._mount_config(jail))
             self._slots: queue.Queue[_Slot] = queue.Queue()
             for _ in range(n):
-                slot = _Slot()
+                slot = _Slot(self.privileged)
                 self._all.append(slot)
                 self._slots.put(slot)
+            if not self.privileged:
+                self._probe()
         except BaseException:
             self.close()
             raise
@@ -309,13 +353,31 @@ class NsjailBackend:
         self._version = (f"nsjail/{st.st_size}-{int(st.st_mtime)}/{sys.version_info.major}.{sys.version_info.minor}"
                          f"/{','.join(sorted(self.allowed_packages))}/{view}")  # fmt: skip
 
+    def _probe(self) -> None:
+        """Without root: one jail, before any request, so that a kernel that refuses unprivileged user
+        namespaces (or the mounts in them) fails here, closed, with nsjail's own words."""
+        slot = self._slots.get()
+        try:
+            res = self._run(slot, b"print('ok')\n", b"", Limits(timeout_s=PROBE_TIMEOUT_S), None)
+        except Exception as exc:
+            res = self._failure(f"{type(exc).__name__}: {exc}", None)
+        finally:
+            self._slots.put(slot)
+        if res.sandbox_error is not None or res.exit_code != 0 or res.stdout != "ok\n":
+            cause = res.sandbox_error or f"exit code {res.exit_code}, signal {res.signal}: {res.stderr[-500:]}"
+            raise IsolationUnavailableError(
+                "nsjail", f"nsjail cannot build a jail in a user namespace as uid {os.getuid()} ({cause})"
+            )
+
     @property
     def version(self) -> str:
         return self._version
 
     @property
     def uids(self) -> list[int]:
-        return [s.uid for s in self._all]
+        """The slots' private uids (as root). Without root there are none: a run is the caller's
+        uid inside a user namespace of its own, and nothing of it outlives its PID namespace."""
+        return [s.uid for s in self._all if s.uid is not None]
 
     def waiting_pids(self) -> list[int]:
         return []  # one jail per run, started on demand
@@ -323,83 +385,95 @@ class NsjailBackend:
     @property
     def isolation(self) -> dict[str, Any]:
         slot = self._all[0]
+        namespaces = ["mount", "net", "ipc", "uts", "pid", "cgroup"]
         return {
+            "mode": self.mode,
+            "why": MODE_WHY[self.mode],
             "binary": self.binary,
-            "namespaces": ["user-less", "mount", "net", "ipc", "uts", "pid", "cgroup"],
-            "memory": "cgroup v1" if slot.cgroup else "rlimit",
+            "namespaces": namespaces if self.privileged else ["user", *namespaces],
+            "private_root": True,
+            "memory": "cgroup v1" if slot.cgroup else MEMORY_MONITOR,
             "memory_note": slot.cgroup_note,
             "seccomp": True,
-            "uid": slot.uid,
+            "capabilities": "none (nsjail drops every set, the init drops them again before the program)",
+            "uid": slot.uid if slot.uid is not None else os.getuid(),
+            "uid_switch": self.privileged,
             "pid1": "sandbox init (the program is pid 2)",
+            "proc": "own pid namespace, hidepid=2",
             "allowed_packages": list(self.allowed_packages),
             "mounts": [list(m) for m in self._jail],
         }
 
-    def _mount_args(self, jail: list[_paths.Mount]) -> list[str]:
-        """nsjail flags for the jail's root: ``jail`` (in its order), devices, /sbx, /tmp."""
-        args: list[str] = []
+    def _mount_config(self, jail: list[_paths.Mount]) -> str:
+        """nsjail's configuration (text protobuf) of the jail's root: ``jail`` (in its order),
+        devices, /proc, /sbx, /tmp. Every mount is read-only but /dev/null; the run's work dir is
+        added per run on the command line (its size is a limit)."""
+        lines: list[str] = []
+
+        def mount(**fields: str | bool) -> None:
+            body = " ".join(f"{k}: {_pb_value(v)}" for k, v in fields.items())
+            lines.append(f"mount {{ {body} }}")
+
         for i, m in enumerate(jail):
-            for p in (m.src, m.dst):
-                if ":" in p:
-                    raise BackendUnavailableError("nsjail", f"cannot mount {p!r}: nsjail's flags cannot name a path with ':'")
             if m.kind == "bind":
-                args += ["-R", m.src if m.src == m.dst else f"{m.src}:{m.dst}"]
+                mount(src=m.src, dst=m.dst, is_bind=True, nosuid=True, nodev=True)
             elif m.kind == "symlink":
-                args += ["-s", f"{m.src}:{m.dst}"]
+                mount(src=m.src, dst=m.dst, is_symlink=True)
             elif m.kind == "tmpfs":
-                args += ["-m", f"none:{m.dst}:tmpfs:{TMPFS_OPTIONS}"]
+                mount(dst=m.dst, fstype="tmpfs", options=HIDING_TMPFS_OPTIONS, nosuid=True, nodev=True)
             elif m.kind == "dir":
                 # nsjail creates the directories it mounts into; an empty leaf gets an empty dir
                 if not any(later.dst.startswith(m.dst.rstrip("/") + "/") for later in jail[i + 1 :]):
-                    args += ["-R", f"{self._empty}:{m.dst}"]
+                    mount(src=self._empty, dst=m.dst, is_bind=True, nosuid=True, nodev=True)
             else:
                 raise ValueError(f"unknown mount kind {m.kind!r}")
         for dev in ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
             if os.path.exists(dev):
-                args += ["-R", dev] if dev != "/dev/null" else ["-B", dev]
+                mount(src=dev, dst=dev, is_bind=True, nosuid=True, rw=dev == "/dev/null")
         for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                              ("stderr", "/proc/self/fd/2")):  # fmt: skip
-            args += ["-s", f"{target}:/dev/{name}"]
+            mount(src=target, dst=f"/dev/{name}", is_symlink=True)
         # /proc of the jail's PID namespace, read-only; hidepid=2 hides the init from the program
         # (a non-dumpable process is invisible even to its own uid), so a run sees only its own
-        args += ["--disable_proc", "-m", "none:/proc:proc:hidepid=2,ro"]
-        args += ["-R", f"{self._share}:/sbx"]
+        mount(dst="/proc", fstype="proc", options="hidepid=2", nosuid=True, nodev=True, noexec=True)
+        mount(src=self._share, dst="/sbx", is_bind=True, nosuid=True, nodev=True)
         if not any(m.dst == "/tmp" or m.dst.startswith("/tmp/") for m in jail):
-            args += ["-s", "/sandbox:/tmp"]  # /tmp is the run's own work dir
-        return args
+            mount(src="/sandbox", dst="/tmp", is_symlink=True)  # /tmp is the run's own work dir
+        return "\n".join(lines) + "\n"
 
     def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
                  code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
         fsize_mb = max(1, math.ceil(limits.max_file_bytes / 2**20)) if limits.max_file_bytes else 0
-        cmd = [
-            self.binary, "-Mo", "-L", str(log_fd),
-            "--disable_clone_newuser", "-u", str(slot.uid), "-g", str(slot.uid),
-            "-H", "sandbox", "-D", "/sandbox",
+        # the config first: the flags after it are the ones in force
+        cmd = [self.binary, "-C", self._config, "-Mo", "-L", str(log_fd)]
+        if slot.uid is not None:
+            cmd += ["--disable_clone_newuser", "-u", str(slot.uid), "-g", str(slot.uid)]
+        # else nsjail's user-namespace mode: the caller's uid and gid, mapped to themselves, alone
+        cmd += [
+            "-H", "sandbox", "-D", "/sandbox", "--disable_proc",
             "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},mode=0777",
             "--time_limit", str(math.ceil(limits.timeout_s) + 2),
             "--rlimit_cpu", str(cpu),
             "--rlimit_fsize", str(fsize_mb),
             "--rlimit_nofile", str(limits.max_open_files),
-            # the init is one more process of the uid
+            # the init is one more process of the uid (as root, the slot's; else in the jail's user
+            # namespace, where the kernel counts per namespace)
             "--rlimit_nproc", str(limits.max_processes + limits.max_threads + 1),
             "--rlimit_core", "0",
             "--rlimit_stack", "8",  # MB; nsjail's "soft" multiplies the byte value by 1 MiB
+            # never RLIMIT_AS: memory is the cgroup's or the monitor's (see the docstring)
+            "--rlimit_as", "inf",
             "--pass_fd", str(code_fd),
             "--pass_fd", str(fds[0]), "--pass_fd", str(fds[1]), "--pass_fd", str(fds[2]),
-            *self._mounts,
         ]  # fmt: skip
-        if run_cgroup is not None and born_in_cgroup:
-            cmd += ["--rlimit_as", "inf"]  # nsjail is started inside the run's cgroup (see _Slot)
-        elif run_cgroup is not None:
+        if run_cgroup is not None and not born_in_cgroup:
             # nsjail puts the jail in a fresh cgroup of its own inside ours; ours holds the limit
             # (nsjail's is higher, so never the one hit) and outlives nsjail's, for its counters
             parent = os.path.relpath(run_cgroup, CGROUP_V1_MEMORY)
-            cmd += ["--cgroup_mem_max", str((limits.memory_mb + 64) * 2**20), "--cgroup_mem_parent", parent,
-                    "--rlimit_as", "inf"]  # fmt: skip
-        else:
-            cmd += ["--rlimit_as", str(limits.memory_mb + 64)]
+            cmd += ["--cgroup_mem_max", str((limits.memory_mb + 64) * 2**20), "--cgroup_mem_parent", parent]
+        # (born in the run's cgroup: nsjail was started inside it, see _Slot)
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
@@ -456,8 +530,9 @@ class NsjailBackend:
             opened(st_r, st_w)
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
             opened(in_r, in_w)
-            for fd in (in_r, out_w, err_w):  # the jailed uid may open them by path (/dev/stdin)
-                os.fchown(fd, slot.uid, slot.uid)
+            if slot.uid is not None:
+                for fd in (in_r, out_w, err_w):  # the jailed uid may open them by path (/dev/stdin)
+                    os.fchown(fd, slot.uid, slot.uid)
             popen_kwargs = {
                 "stdin": in_r,
                 "stdout": subprocess.DEVNULL,
@@ -511,6 +586,11 @@ class NsjailBackend:
                         delay_probe=lambda: sum(_monitor.proc_run_delay_s(p) for p in _jail_pids(jail.pid)),
                         reap=reap,
                         init_report=True,
+                        # no cgroup: the monitor polls the jail's memory and kills it over the limit
+                        memory_probe=_monitor.TreeMemory(
+                            lambda: [p for init in _children(jail.pid) for p in _monitor.tree_pids(init)], limit_bytes
+                        ) if run_cgroup is None else None,
+                        memory_limit_bytes=limit_bytes,
                     )
                 )
             except BaseException:
@@ -539,8 +619,13 @@ class NsjailBackend:
                 failcnt = _read_int(os.path.join(run_cgroup, "memory.failcnt")) or 0
                 evidence = failcnt > 0 or _oom_kills(run_cgroup) > 0 or _monitor.memory_at_limit(peak, 0, limit_bytes)
             else:
-                peak = None
-                evidence = _monitor.memory_at_limit(None, outcome.maxrss_kb, limit_bytes)
+                # our own kill at the limit (result_dict makes it oom), or the jail's resident memory
+                # at 90 % of the limit when the monitor last read it. Not wait4's max RSS of nsjail:
+                # it counts the process nsjail was started from (exec records the old mm's peak: the
+                # host's, with vfork), which may be anything
+                peak = outcome.peak_rss_bytes or None
+                evidence = _monitor.memory_at_limit(peak, 0, limit_bytes)
+                outcome.maxrss_kb = 0
             res = _monitor.result_dict(outcome, limits.model_dump(), peak_bytes=peak, memory_evidence=evidence,
                                        cpu_budget=cpu_budget)  # fmt: skip
             res.pop("_outcome")
@@ -557,7 +642,8 @@ class NsjailBackend:
                         proc.kill()
                     with contextlib.suppress(Exception):
                         proc.wait(timeout=30)
-                _host.kill_uid(slot.uid)
+                if slot.uid is not None:
+                    _host.kill_uid(slot.uid)
             for fd, ino in list(owned.items()):
                 _close_if_same(fd, ino)
             if run_cgroup is not None:
@@ -568,6 +654,18 @@ class NsjailBackend:
             slot.close()
         self._all = []
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _pb_value(value: str | bool) -> str:
+    """A value in protobuf text format: a bool, or a string literal (any bytes: a path may hold
+    quotes, backslashes, newlines or bytes that are not UTF-8)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    out = []
+    for byte in value.encode("utf-8", "surrogateescape"):
+        ch = chr(byte)
+        out.append(ch if 0x20 <= byte < 0x7F and ch not in "\\\"'" else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def _unencodable(text: str) -> bool:

@@ -375,8 +375,8 @@ class Worker:
                     init_report=wrapped,
                     cpu_probe=(lambda: _monitor.tree_cpu_s(p.pid)) if wrapped else None,
                     delay_probe=(lambda: _monitor.tree_run_delay_s(p.pid)) if wrapped else None,
-                    memory_probe=None if cg is not None else (
-                        (lambda: _monitor.tree_rss_bytes(p.pid)) if wrapped else (lambda: _monitor.proc_rss_bytes(p.pid))),
+                    memory_probe=None if cg is not None else _monitor.TreeMemory(
+                        (lambda: _monitor.tree_pids(p.pid)) if wrapped else (lambda: [p.pid]), limit_bytes),
                     memory_limit_bytes=limit_bytes,
                     # fork the next run's child while this one runs (for the limits just set as
                     # expected)

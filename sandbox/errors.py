@@ -59,5 +59,6 @@ class IsolationUnavailableError(BackendUnavailableError):
             f"cannot isolate runs: {cause}. Either run as root, or enable unprivileged user namespaces "
             "(sysctl user.max_user_namespaces > 0; on Debian/Ubuntu also kernel.unprivileged_userns_clone=1, "
             "or the AppArmor restriction kernel.apparmor_restrict_unprivileged_userns=0), or accept weak "
-            "isolation by name: Sandbox(isolation='weak')",
+            "isolation by name: "
+            + ("Sandbox(isolation='weak')" if backend == "process" else "Sandbox(backend='process', isolation='weak')"),
         )
