@@ -41,9 +41,11 @@ class TRLReward:
     """``reward_funcs`` for TRL's GRPOTrainer: ``(prompts, completions, **columns) -> list[float | None]``.
 
     The task of each completion comes from the dataset column ``problem_id`` (name it with
-    ``id_column``), looked up in ``tasks`` (a task-set name, a path, or a list of ``Task``).
-    A completion the sandbox failed to run gets ``None``, which TRL skips: a policy is never
-    punished for our infrastructure.
+    ``id_column``), looked up in ``tasks`` (a task-set name, a path, or a list of ``Task``), else
+    made from the id itself (``registry.resolve``: a generated id such as
+    ``synthetic:arith/s0/d3/5`` regenerates its task); an id that names no task raises
+    ``registry.UnknownTaskError``. A completion the sandbox failed to run (twice) gets ``None``,
+    which TRL skips: a policy is never punished for our infrastructure.
     """
 
     def __init__(self, tasks: str | Sequence[Task] = "builtin", *, sandbox: Runner | None = None,
@@ -55,6 +57,13 @@ class TRLReward:
         self.id_column = id_column
         self.__name__ = "code_env_reward"
 
+    def _resolve(self, problem_id: Any) -> Task:
+        if not isinstance(problem_id, str):
+            raise TypeError(f"{self.id_column}: expected str, got {type(problem_id).__name__}")
+        task = registry.resolve(problem_id, list(self.tasks.values()))
+        self.tasks[problem_id] = task
+        return task
+
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         ids = kwargs.get(self.id_column)
         if ids is None:
@@ -64,25 +73,32 @@ class TRLReward:
         sb = self.sandbox or default_sandbox()
         jobs = []
         for i, (pid, completion) in enumerate(zip(ids, completions, strict=True)):
-            task = self.tasks[pid] if pid in self.tasks else registry.get(list(self.tasks.values()), pid)
+            task = self.tasks[pid] if pid in self.tasks else self._resolve(pid)
             jobs.append((task, extract_code(_text(completion)), f"{pid}/{i}/0"))
         # a GRPO group is many completions at once: one batch, every run on every worker
         grades = grade_many([(t, c) for t, c, _ in jobs], sandbox=sb, config=self.config, trace_ids=[j[2] for j in jobs])
         return [g.reward for g in grades]
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None) -> float:
-    """verl's reward function. ``ground_truth`` is a problem id of the task set named by
-    ``data_source`` (``builtin`` by default), or a whole ``Task`` as JSON. verl cannot skip a
-    sample, so a sandbox failure is retried once and then raised, never scored."""
-    if ground_truth.lstrip().startswith("{"):
-        task = Task.model_validate(json.loads(ground_truth))
-    else:
-        name = data_source if data_source in registry.list() else "builtin"
-        task = registry.get(registry.load(name), ground_truth)
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
+                  *, config: RewardConfig | None = None, sandbox: Runner | None = None) -> float:  # fmt: skip
+    """verl's reward function. ``ground_truth`` is a problem id (``registry.resolve``: a generated id
+    regenerates its task; an id of a ``.jsonl`` file named by ``data_source`` is looked up there),
+    or a whole ``Task`` as JSON. An id that names no task raises ``registry.UnknownTaskError``.
+    verl cannot skip a sample: a sandbox failure (after the grader's one more try) raises."""
     code = extract_code(solution_str)
-    for _attempt in range(2):
-        res = grade(task, code)
-        if res.reward is not None:
-            return res.reward
-    raise RuntimeError(f"the sandbox failed twice on {task.problem_id}: {res.sandbox_error}")
+    res = grade(_verl_task(data_source, ground_truth), code, sandbox=sandbox, config=config)
+    if res.reward is None:
+        raise RuntimeError(f"the sandbox failed twice on {res.problem_id}: {res.sandbox_error}")
+    return res.reward
+
+
+def _verl_task(data_source: str, ground_truth: str) -> Task:
+    if ground_truth.lstrip().startswith("{"):
+        return Task.model_validate(json.loads(ground_truth))
+    try:
+        return registry.resolve(ground_truth)
+    except registry.UnknownTaskError:
+        if data_source.endswith(".jsonl") or data_source in registry.list():
+            return registry.get(registry.load(data_source), ground_truth)
+        raise

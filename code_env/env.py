@@ -25,9 +25,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import registry
 from registry import Task
 from registry.sampling import Curriculum, sample_stratified
-from registry.verify import CaseResult, Job, Runner, Verification, verify_many
+from registry.verify import CaseResult, Job, Runner, Verification
 
-from .grading import RunSummary, aggregate, grade_many, shared_sandbox
+from ._errors import first_error
+from .grading import (
+    Rounds,
+    RunSummary,
+    Scored,
+    grade_many,
+    run_rounds,
+    score_rounds,
+    shared_sandbox,
+)
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
 from .trajectory import TrajectoryLogger
@@ -196,12 +205,16 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     Hidden tests never show: only their counts, in ``info["reward_breakdown"]``.
 
     ## Rewards (``RewardConfig``, defaults)
-    Single-turn: syntax error -1, timeout -0.5, OOM -0.5, ``0.6 * k/n`` for k of n public tests,
-    0.8 all public, 1.0 all public and hidden. Multi-turn: intermediate steps earn only the process
+    Single-turn: syntax error -1, timeout -0.5, OOM -0.5, no attempt (nothing defined, no entry
+    point, every call returned None, no output on a stdio task) -0.5, ``0.6 * k/n`` for k of n
+    public tests, 0.8 all public, 1.0 all public and hidden; tampering with the verifier's result
+    channel earns the lowest of timeout, OOM, no attempt and 0. An LLM judge in the reward config
+    scales positive final rewards, exactly as ``code_env.grade`` does (one code path:
+    ``code_env.grading.score_rounds``). Multi-turn: intermediate steps earn only the process
     bonus (0.05 when the public pass count improves, at most 0.1 per episode); the step that passes
     every public test earns its tier minus the bonus already paid (a solved episode returns exactly
     its tier, so failing on purpose first never pays). Any exhausted budget: -0.1. A failure of
-    the sandbox itself (retried once): reward 0, the episode is truncated and
+    the sandbox itself (run once more by the grader): reward 0, the episode is truncated and
     ``info["sandbox_error"]`` says why; drop such samples.
 
     ## Episode end
@@ -216,7 +229,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ``executor`` (anything with ``run_many``, shared between environments). See ``EnvConfig``.
 
     ## Version history
-    v0: first release.
+    v0: first release; since then the reward gained the ``no_attempt`` and ``tampered`` tiers, the
+    judge of the reward config, and per-test limits measured by the sandbox (one per-test limit
+    per run, resumed after each answer).
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")
@@ -244,9 +259,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         try:
             self.config = EnvConfig(tasks=name, reward=reward or RewardConfig(), **options)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(x) for x in err["loc"])
-            raise ValueError(f"CodeExec-v0: {where}: {err['msg']}" + (f" (got {err['input']!r})" if "input" in err else "")) from None
+            raise ValueError(f"CodeExec-v0: {first_error(exc)}") from None
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
@@ -317,14 +330,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     # -------------------------------------------------------------------------------- step
 
     def step(self, action: str) -> StepResult:
-        rounds = self.step_rounds(action)
-        try:
-            jobs = next(rounds)
-            while True:
-                jobs = rounds.send(verify_many(jobs, self.executor))
-        except StopIteration as stop:
-            result: StepResult = stop.value
-            return result
+        result: StepResult = run_rounds(self.step_rounds(action), self.executor)
+        return result
 
     def step_rounds(self, action: Any) -> Generator[list[Job], list[Verification], StepResult]:
         """The step as rounds of verification jobs: each ``yield`` hands the caller a list of jobs
@@ -350,18 +357,12 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         run_task = self._effective(task)
         single = cfg.max_turns == 1
         tid = self._trace_id()
-        jobs = [Job(run_task, action, "public", f"{tid}/public")]
-        if single:
-            jobs.append(Job(run_task, action, "hidden", f"{tid}/hidden"))
-        results = yield from self._round(jobs)
-        pub = results[0]
-        hid = results[1] if single else None
-        if not single and not pub.sandbox_error and pub.total and pub.passed == pub.total:
-            (hid,) = yield from self._round([Job(run_task, action, "hidden", f"{tid}/hidden")])
-        breakdown = aggregate(pub, hid, cfg.reward)
-        summary = RunSummary.of(pub)
+        rounds = score_rounds([(run_task, action, tid)], cfg.reward, hidden="together" if single else "after_public")
+        ((graded, pub, hid),) = yield from self._marked(rounds)
+        breakdown = graded.breakdown
+        summary = graded.run
         executions = pub.executions + (hid.executions if hid is not None else [])
-        sandbox_error = next((v.sandbox_error for v in (pub, hid) if v is not None and v.sandbox_error), None)
+        sandbox_error = graded.sandbox_error
         budget: Budget | None = None
         terminated = truncated = False
         if sandbox_error:
@@ -398,15 +399,18 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._log(action, reward, terminated, truncated, info, executions, pub, hid)
         return self._advance(self._obs, reward, terminated, truncated, info)
 
-    def _round(self, jobs: list[Job]) -> Generator[list[Job], list[Verification], list[Verification]]:
-        """One round of verification (running → executed); a sandbox failure, ours and not the
-        program's, is run once more."""
-        self._mark("running")
-        results = yield jobs
-        if any(v.sandbox_error for v in results):
-            results = yield jobs
-        self._mark("executed")
-        return results
+    def _marked(self, rounds: Rounds) -> Rounds:
+        """The grader's verification rounds, each marked running → executed."""
+        try:
+            jobs = next(rounds)
+            while True:
+                self._mark("running")
+                results = yield jobs
+                self._mark("executed")
+                jobs = rounds.send(results)
+        except StopIteration as stop:
+            scored: list[Scored] = stop.value
+            return scored
 
     def _effective(self, task: Task) -> Task:
         """The task with this env's limits: overrides, and a per-test time within the turn budget."""

@@ -1,13 +1,16 @@
-"""``grade(task, code)``: the reward of a program for a task, outside any episode — the same
-function the environment, GRPO and the TRL/verl adapters use."""
+"""``grade(task, code)``: the reward of a program for a task, outside any episode. Every reward
+of the package comes from one function, ``score_rounds`` (the verification rounds, one more try on a
+sandbox failure, the tiers, the LLM judge): ``grade``, ``grade_many``, ``evaluate``, the steps of
+``CodeExec-v0`` (single and vector) and ``CodeExecTokens-v0``, and the TRL/verl adapters."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -42,7 +45,8 @@ def default_sandbox() -> Sandbox:
 
 class RunSummary(BaseModel):
     """What the program's runs on the public tests looked like, as an agent sees it: exit code and
-    output of the first run that failed (else of the first run), flags, and the total time."""
+    output of the run that shows what went wrong (function tasks: the last run, with the prints of
+    every run; stdio tasks: the first run that failed, else the first), flags, and the total time."""
 
     exit_code: int = 0
     stdout: str = ""
@@ -54,18 +58,20 @@ class RunSummary(BaseModel):
 
     @classmethod
     def of(cls, v: Verification) -> RunSummary:
-        if v.kind == "function":  # one run; its stdout is the verifier's channel, prints are on stderr
-            runs, hide_stdout = v.executions[:1], True
-        else:  # a compile check, then one run per test (checker runs come after)
-            runs, hide_stdout = v.executions[1 : 1 + len(v.cases)], False
-        shown = next((r for r in runs if not r.ok), runs[0] if runs else None)
+        runs = v.executions[: v.program_runs]
+        if v.kind == "function":  # its stdout is the verifier's channel; the program's prints are on stderr
+            shown = runs[-1] if runs else None
+            stdout, stderr = "", "".join(r.stderr for r in runs)
+        else:  # a compile check, then one run per test
+            runs = runs[1:]
+            shown = next((r for r in runs if not r.ok), runs[0] if runs else None)
+            stdout, stderr = (shown.stdout, shown.stderr) if shown is not None else ("", "")
         if shown is None:
             return cls(syntax_error=v.syntax_error is not None, stderr=v.syntax_error or "")
-        stderr = v.syntax_error or shown.stderr  # (the compile check's message, not a runner's traceback)
         return cls(
             exit_code=shown.exit_code if shown.exit_code is not None else -1,
-            stdout="" if hide_stdout else shown.stdout,
-            stderr=stderr,
+            stdout=stdout,
+            stderr=v.syntax_error or stderr,  # (the compile check's message, not a runner's traceback)
             timeout=v.timeout,
             oom=v.oom,
             syntax_error=v.syntax_error is not None,
@@ -75,7 +81,8 @@ class RunSummary(BaseModel):
 
 class Grade(BaseModel):
     """A program's reward for a task, and everything that explains it. ``reward`` is None when the
-    sandbox itself failed (``sandbox_error``): such a sample must be skipped, not scored."""
+    sandbox itself failed (``sandbox_error``, after one more try): such a sample must be skipped,
+    not scored."""
 
     problem_id: str
     reward: float | None
@@ -86,18 +93,23 @@ class Grade(BaseModel):
 
 
 def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
-    """The reward tier of a verification (public, and hidden when it ran). A program that does
-    not compile has no hidden verdict: its hidden run, if any, is ignored."""
+    """The reward tier of a verification (public, and hidden when it ran), before any judge. A
+    program that does not compile has no hidden verdict: its hidden run, if any, is ignored."""
     if public.syntax_error:
         hidden = None
     pp, pt = public.passed, public.total
     hp, ht = (hidden.passed, hidden.total) if hidden is not None else (0, 0)
     counts = {"public_passed": pp, "public_total": pt, "hidden_passed": hp, "hidden_total": ht}
-    errors = [v.sandbox_error for v in (public, hidden) if v is not None and v.sandbox_error]
+    both = [v for v in (public, hidden) if v is not None]
+    errors = [v.sandbox_error for v in both if v.sandbox_error]
     if errors:
         return RewardBreakdown(tier="sandbox_error", reward=None, explanation=f"sandbox failure: {errors[0]}", **counts)
     if public.syntax_error:
         return RewardBreakdown(tier="syntax_error", reward=config.syntax_error, explanation=public.syntax_error, **counts)
+    tampered = [v.tampered for v in both if v.tampered]
+    if tampered:
+        why = f"the program tampered with the verifier's result channel ({tampered[0]}): none of its answers count"
+        return RewardBreakdown(tier="tampered", reward=config.tampered, explanation=why, **counts)
     if pt and pp == pt:
         if hidden is not None and hp == ht:  # a task without hidden tests: its public ones are all
             return RewardBreakdown(tier="all_tests", reward=config.all_tests, explanation="every public and hidden test passed", **counts)
@@ -107,9 +119,85 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
         return RewardBreakdown(tier="timeout", reward=config.timeout, explanation="a public test ran out of time", **counts)
     if public.oom:
         return RewardBreakdown(tier="oom", reward=config.oom, explanation="the program ran out of memory", **counts)
+    if public.no_answer:
+        why = "no attempt: " + (public.load_error or ("the program printed nothing" if public.kind == "stdio"
+                                                      else "every call returned None"))  # fmt: skip
+        return RewardBreakdown(tier="no_attempt", reward=config.no_attempt, explanation=why, **counts)
     reward = config.partial_max * pp / pt if pt else 0.0
     why = f"{pp}/{pt} public tests passed" + (f" ({public.load_error})" if public.load_error else "")
     return RewardBreakdown(tier="partial", reward=round(reward, 6), explanation=why, **counts)
+
+
+class Scored(NamedTuple):
+    """One candidate through ``score_rounds``: its grade and the verifications behind it
+    (``hidden`` None when the hidden tests did not run or do not count)."""
+
+    grade: Grade
+    public: Verification
+    hidden: Verification | None
+
+
+HiddenTests = Literal["together", "after_public", "no"]
+Rounds = Generator[list[Job], list[Verification], list[Scored]]
+
+
+def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *,
+                 hidden: HiddenTests = "together") -> Rounds:  # fmt: skip
+    """THE path from programs to rewards: ``grade``, ``grade_many``, ``evaluate``, both
+    environments' steps and the TRL/verl adapters all come here. ``items`` are (task, program,
+    trace id). A generator of verification rounds: each ``yield`` hands the caller jobs and
+    receives their verifications (``verify_many``), so that a vector env can merge the rounds of
+    all its sub-envs into one batch; the return value is one ``Scored`` per item.
+
+    ``hidden``: ``"together"`` runs the hidden tests beside the public ones; ``"after_public"``
+    only for programs that pass every public test (a multi-turn episode's step); ``"no"`` never.
+    A verification the sandbox failed is run once more (our failure, not the program's); the
+    tiers come from ``aggregate``; the LLM judge, when configured, then scales every positive
+    final reward (with ``"after_public"``, final means the hidden tests ran)."""
+    n = len(items)
+    public = [Job(t, code, "public", f"{tid}/public") for t, code, tid in items]
+    secret = [Job(t, code, "hidden", f"{tid}/hidden") for t, code, tid in items]
+    hid: list[Verification | None] = [None] * n
+    if hidden == "together":
+        both = yield from _verified(public + secret)
+        pub, hid = both[:n], list(both[n:])
+    else:
+        pub = yield from _verified(public)
+        due = [k for k, v in enumerate(pub) if hidden == "after_public" and not v.sandbox_error and v.total and v.passed == v.total]
+        if due:
+            for k, v in zip(due, (yield from _verified([secret[k] for k in due])), strict=True):
+                hid[k] = v
+    scored: list[Scored] = []
+    for (task, _, _), p, h in zip(items, pub, hid, strict=True):
+        h = None if p.syntax_error or p.sandbox_error else h
+        b = aggregate(p, h, config)
+        g = Grade(problem_id=task.problem_id, reward=b.reward, breakdown=b, feedback=p.cases, run=RunSummary.of(p),
+                  sandbox_error=p.sandbox_error or (h.sandbox_error if h else None))  # fmt: skip
+        scored.append(Scored(g, p, h))
+    if config.judge is not None:
+        final = [k for k in range(n) if hidden != "after_public" or hid[k] is not None]
+        _judge([(items[k][0], items[k][1], scored[k].grade) for k in final], config.judge)
+    return scored
+
+
+def _verified(jobs: list[Job]) -> Generator[list[Job], list[Verification], list[Verification]]:
+    """One round of verification; the jobs the sandbox failed on (ours, not the program's) run once more."""
+    results = list((yield jobs))
+    again = [k for k, v in enumerate(results) if v.sandbox_error]
+    if again:
+        for k, v in zip(again, (yield [jobs[k] for k in again]), strict=True):
+            results[k] = v
+    return results
+
+
+def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner) -> Any:
+    """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return value."""
+    try:
+        jobs = next(rounds)
+        while True:
+            jobs = rounds.send(verify_many(jobs, runner))
+    except StopIteration as stop:
+        return stop.value
 
 
 def grade(task: Task, code: str, *, sandbox: Runner | None = None, config: RewardConfig | None = None,
@@ -135,33 +223,15 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = No
             raise TypeError(f"code: expected str, got {type(code).__name__}")
     if trace_ids is not None and len(trace_ids) != len(items):
         raise ValueError(f"{len(items)} items but {len(trace_ids)} trace ids")
-    sb = sandbox or default_sandbox()
-    cfg = config or RewardConfig()
     unique: dict[tuple[int, str], int] = {}
     first: list[int] = []
     for i, (task, code) in enumerate(items):
         first.append(unique.setdefault((id(task), code), i))  # the tasks live through the call
     todo = sorted(set(first))
-    tids = {i: (trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0") for i in todo}
-    jobs = [Job(items[i][0], items[i][1], "public", f"{tids[i]}/public") for i in todo]
-    if hidden:
-        jobs += [Job(items[i][0], items[i][1], "hidden", f"{tids[i]}/hidden") for i in todo]
-    results = verify_many(jobs, sb)
-    grades: dict[int, Grade] = {}
-    for n, i in enumerate(todo):
-        pub = results[n]
-        hid = results[len(todo) + n] if hidden and not pub.syntax_error and not pub.sandbox_error else None
-        breakdown = aggregate(pub, hid, cfg)
-        grades[i] = Grade(
-            problem_id=items[i][0].problem_id,
-            reward=breakdown.reward,
-            breakdown=breakdown,
-            feedback=pub.cases,
-            run=RunSummary.of(pub),
-            sandbox_error=pub.sandbox_error or (hid.sandbox_error if hid else None),
-        )
-    if cfg.judge is not None:
-        _judge([(items[i][0], items[i][1], grades[i]) for i in todo], cfg.judge)
+    batch = [(items[i][0], items[i][1], trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0") for i in todo]
+    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"),
+                        sandbox or default_sandbox())  # fmt: skip
+    grades = {i: s.grade for i, s in zip(todo, scored, strict=True)}
     return [grades[f] if f == i else grades[f].model_copy(deep=True) for i, f in enumerate(first)]
 
 

@@ -7,11 +7,17 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | the program does not compile | ``syntax_error`` = -1.0 |
 | a public test ran out of time (and not all public tests passed) | ``timeout`` = -0.5 |
 | a public test ran out of memory (and not all passed) | ``oom`` = -0.5 |
+| no attempt: nothing defined, no entry point, every call returned None, no output (stdio) | ``no_attempt`` = -0.5 |
 | k of n public tests pass | ``partial_max * k / n`` (0 … 0.6) |
 | every public test passes | ``all_public`` = 0.8 |
 | every public and hidden test passes | ``all_tests`` = 1.0 |
 | an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
+| the program tampered with the verifier's result channel | the lowest of ``timeout``, ``oom``, ``no_attempt`` and 0 |
 | a failure of the sandbox itself | no reward (``None``): never scored as a wrong answer |
+
+``no_attempt`` closes the floor-score shortcut: answering with nothing earns no more than running
+out of time (by default), and less than answering wrongly; ``no_attempt = 0`` gives back the plain
+ladder.
 
 With an LLM judge (``judge``, weight ``w`` <= 0.3), a positive reward ``r`` becomes
 ``r * (1 - w * (1 - s))`` for the judge's score ``s``: the judge can take away, never add.
@@ -26,6 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ._errors import first_error
 from .judge import JudgeConfig
 
 if sys.version_info >= (3, 11):
@@ -33,7 +40,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-Tier = Literal["syntax_error", "timeout", "oom", "partial", "all_public", "all_tests", "budget_exhausted", "sandbox_error"]
+Tier = Literal["syntax_error", "timeout", "oom", "no_attempt", "tampered", "partial", "all_public", "all_tests",
+               "budget_exhausted", "sandbox_error"]
 
 
 class RewardConfig(BaseModel):
@@ -44,6 +52,7 @@ class RewardConfig(BaseModel):
     syntax_error: float = -1.0
     timeout: float = -0.5
     oom: float = -0.5
+    no_attempt: float = Field(-0.5, description="an empty or no-op program: it answered nothing (0: the plain ladder)")
     partial_max: float = Field(0.6, ge=0)
     all_public: float = 0.8
     all_tests: float = 1.0
@@ -59,6 +68,12 @@ class RewardConfig(BaseModel):
                 f"expected partial_max <= all_public <= all_tests, got {self.partial_max}, {self.all_public}, {self.all_tests}"
             )
         return self
+
+    @property
+    def tampered(self) -> float:
+        """A program that tampered with the verifier's channel: the lowest reward a program that
+        compiles can get, so that tampering never beats an honest failure."""
+        return min(self.timeout, self.oom, self.no_attempt, 0.0)
 
     @classmethod
     def from_file(cls, path: str | Path) -> RewardConfig:
@@ -77,9 +92,7 @@ class RewardConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            raise ValueError(f"{p}: {field}: {err['msg']}") from None
+            raise ValueError(f"{p}: {first_error(exc)}") from None
 
 
 class RewardBreakdown(BaseModel):

@@ -19,7 +19,7 @@ from registry import Task
 from registry.verify import Runner
 
 from .env import requested_task
-from .grading import Grade, grade, shared_sandbox
+from .grading import grade, shared_sandbox
 from .reward import RewardConfig
 
 #: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
@@ -103,8 +103,10 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     0 for every token but the last. The last step (``<end>``, or the token that fills the
     budget) earns the program's grade, the ``CodeExec-v0`` tiers (``RewardConfig``, defaults):
     syntax error -1 (an empty or garbled expression), timeout or OOM -0.5, ``0.6 k/n`` for ``k``
-    of ``n`` public tests, 0.8 all public, 1.0 all public and hidden. A failure of the sandbox
-    itself (retried once) gives 0 and truncates the episode; ``info["sandbox_error"]`` says why.
+    of ``n`` public tests, 0.8 all public, 1.0 all public and hidden, scaled by the reward config's
+    LLM judge if it has one: ``code_env.grade``'s reward, to the digit. A failure of the sandbox
+    itself (run once more by the grader) gives 0 and truncates the episode; ``info["sandbox_error"]``
+    says why.
 
     ## Episode end
     ``terminated`` when the program is graded: after ``<end>``, or after the ``max_tokens``-th
@@ -136,7 +138,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     >>> import gymnasium as gym, code_env
     >>> from code_env.tokens import END, tokenize
     >>> env = gym.make("CodeExecTokens-v0")
-    >>> obs, info = env.reset(seed=0, options={"problem_id": "synthetic:arith/0/1"})
+    >>> obs, info = env.reset(seed=0, options={"problem_id": "synthetic:arith/s0/d1/1"})
     >>> env.unwrapped.task.reference_solution
     'def f(x):\\n    return (7 * x)\\n'
     >>> for action in [*tokenize("7 * x"), END]:
@@ -227,19 +229,13 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         if token != END and len(self._tokens) < self.max_tokens:
             return self._observation(), 0.0, False, False, info
         self._done = True
-        g = self._grade(task, program(task.entry_point or "f", expr))
+        g = grade(task, program(task.entry_point or "f", expr), sandbox=self.executor, config=self.reward_config)
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
         if g.reward is None:
             info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
             return self._observation(), 0.0, False, True, info
         return self._observation(), round(float(g.reward), 6), True, False, info
-
-    def _grade(self, task: Task, code: str) -> Grade:
-        g = grade(task, code, sandbox=self.executor, config=self.reward_config)
-        if g.reward is None:  # our failure, not the program's: once more
-            g = grade(task, code, sandbox=self.executor, config=self.reward_config)
-        return g
 
     def _observation(self) -> np.ndarray:
         obs = np.zeros(self._size, np.float32)

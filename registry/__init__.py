@@ -8,7 +8,7 @@ verifier that runs a program against a task's tests in the sandbox.
 """
 
 from .errors import RegistryError, TaskFileError, UnknownTaskError, UnknownTaskSetError
-from .loaders import get, load
+from .loaders import get, load, resolve
 from .loaders import list_sets as list  # the documented name: registry.list()
 from .schema import Comparator, Task, TestCase, read_tasks, write_tasks
 
@@ -24,5 +24,6 @@ __all__ = [
     "list",
     "load",
     "read_tasks",
+    "resolve",
     "write_tasks",
 ]

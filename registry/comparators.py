@@ -64,9 +64,12 @@ def _is_number(x: Any) -> bool:
 
 def _close(a: Any, b: Any, cmp: Comparator) -> bool:
     if _is_number(a) and _is_number(b):
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=cmp.rel_tol, abs_tol=cmp.abs_tol)
+        try:
+            if math.isnan(a) or math.isnan(b):
+                return math.isnan(a) and math.isnan(b)
+            return math.isclose(a, b, rel_tol=cmp.rel_tol, abs_tol=cmp.abs_tol)
+        except OverflowError:  # an integer beyond any float: only an exact match is close
+            return bool(a == b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_close(x, y, cmp) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):

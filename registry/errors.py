@@ -5,7 +5,7 @@ Hierarchy::
     RegistryError                       root
     ├── TaskFileError (ValueError)      a malformed task file: names the file, the line and the field
     ├── UnknownTaskSetError (KeyError)  a task-set name that does not exist: lists the known ones
-    └── UnknownTaskError (KeyError)     a problem id that is not in the set: "did you mean"
+    └── UnknownTaskError (KeyError)     a problem id that is not in the set ("did you mean"), or names none
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ class UnknownTaskSetError(RegistryError, KeyError):
 
 
 class UnknownTaskError(RegistryError, KeyError):
-    def __init__(self, problem_id: str, suggestion: str | None = None) -> None:
+    def __init__(self, problem_id: str, suggestion: str | None = None, reason: str | None = None) -> None:
+        self.problem_id = problem_id
         hint = f"; did you mean {suggestion!r}?" if suggestion else ""
-        super().__init__(f"no task {problem_id!r} in this set{hint}")
+        super().__init__(f"no task {problem_id!r}: {reason}" if reason else f"no task {problem_id!r} in this set{hint}")
 
     def __str__(self) -> str:
         return str(self.args[0])

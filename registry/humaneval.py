@@ -4,9 +4,10 @@ Each problem's ``check(candidate)`` is turned into input/expected pairs by readi
 (``candidate(ARGS) == EXPECTED`` either way round, ``abs(candidate(ARGS) - X) < EPS``,
 ``candidate(ARGS) is True``, ``not candidate(ARGS)``, ``candidate(ARGS)``). The arguments and the
 expected values are evaluated with the problem's own helpers in a sandbox run (they are dataset
-code, and nothing of a candidate is there). The docstring examples are the prompt; the first
-tests (up to three, at most half, at least one whose expected value is not ``None``) are public,
-the rest hidden.
+code, and nothing of a candidate is there). The docstring examples are the prompt; up to three
+tests (at most half) are public, the rest hidden: the first ones, except where a later test is
+needed so that no trivial answer (a JSON constant such as ``[]``, ``True``, ``0``, ``''`` or
+``None``, the first argument given back) passes every public test (``registry.trivial``).
 
 Statements that are not such asserts (loops over seeded random inputs, helper variables) run with
 the reference solution standing in for the candidate: every call it answers becomes a case whose
@@ -24,6 +25,7 @@ from typing import Any
 from sandbox import Limits, RunRequest, Sandbox
 
 from .schema import Comparator, Task, TestCase
+from .trivial import choose_public
 
 CONVERTER = r'''
 import ast, copy, json, math, random, sys
@@ -183,12 +185,7 @@ def _convert() -> tuple[tuple[Task, ...], tuple[tuple[str, str], ...]]:
             )
             for c in out["cases"]
         ]
-        n_public = max(1, min(3, len(cases) // 2))
-        if all(c.expected is None for c in cases[:n_public]):
-            # an empty body returns None: the public tests must hold one it cannot pass by doing nothing
-            first = next((i for i, c in enumerate(cases) if c.expected is not None), None)
-            if first is not None:
-                cases.insert(0, cases.pop(first))
+        public, hidden = choose_public(cases, max(1, min(3, len(cases) // 2)))
         tasks.append(
             Task(
                 problem_id=pid,
@@ -197,8 +194,8 @@ def _convert() -> tuple[tuple[Task, ...], tuple[tuple[str, str], ...]]:
                 entry_point=p["entry_point"],
                 starter_code=p["prompt"],
                 reference_solution=p["prompt"] + p["canonical_solution"],
-                public_tests=cases[:n_public],
-                hidden_tests=cases[n_public:],
+                public_tests=public,
+                hidden_tests=hidden,
                 timeout_s=3.0,
                 difficulty=min(5, 1 + len(p["canonical_solution"].splitlines()) // 6),
                 tags=["humaneval"],

@@ -5,6 +5,8 @@ path to a ``.jsonl`` file."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +55,41 @@ def load(name_or_path: str | Path, **params: Any) -> list[Task]:
 
 
 def get(tasks: list[Task], problem_id: str) -> Task:
+    """The task of ``tasks`` with this id; ``UnknownTaskError`` ("did you mean") when none has it."""
     for t in tasks:
         if t.problem_id == problem_id:
             return t
-    close = difflib.get_close_matches(problem_id, [t.problem_id for t in tasks], n=1)
-    raise UnknownTaskError(problem_id, close[0] if close else None)
+    # compare the names after the set's prefix ("builtin/"), which every id shares
+    names = {t.problem_id.split("/", 1)[-1]: t.problem_id for t in tasks}
+    close = difflib.get_close_matches(problem_id.split("/", 1)[-1], list(names), n=1)
+    raise UnknownTaskError(problem_id, names[close[0]] if close else None)
+
+
+def resolve(problem_id: str, tasks: Sequence[Task] = ()) -> Task:
+    """A task by its id alone: from ``tasks`` when one of them has it, else from the set the id
+    names — a generated id (``synthetic:arith/s0/d3/5``) is made again, ``builtin/...`` and
+    ``HumanEval/...`` come from their sets. An id that names no task is an ``UnknownTaskError``
+    saying why, never a silent stand-in."""
+    for t in tasks:
+        if t.problem_id == problem_id:
+            return t
+    if problem_id.startswith("synthetic:"):
+        from .synthetic import task_by_id
+
+        return task_by_id(problem_id)
+    for prefix, name in (("builtin/", "builtin"), ("HumanEval/", "humaneval")):
+        if problem_id.startswith(prefix):
+            by_id = _named_set(name)
+            return by_id[problem_id] if problem_id in by_id else get(list(by_id.values()), problem_id)
+    known = [t.problem_id for t in tasks]
+    close = difflib.get_close_matches(problem_id, known, n=1)
+    if close:
+        raise UnknownTaskError(problem_id, close[0])
+    raise UnknownTaskError(problem_id, reason="not in the tasks given, and it names no task set (builtin/..., "
+                                              "HumanEval/..., synthetic:<family>/s<seed>/d<difficulty>/<index>)")  # fmt: skip
+
+
+@cache
+def _named_set(name: str) -> dict[str, Task]:
+    """A shipped set by id, loaded once per process (``resolve`` may be called per sample)."""
+    return {t.problem_id: t for t in load(name)}

@@ -117,6 +117,8 @@ def read_tasks(path: str | Path) -> list[Task]:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TaskFileError(str(p), None, None, "no such file") from None
+    except OSError as exc:  # a directory, no permission...
+        raise TaskFileError(str(p), None, None, exc.strerror or str(exc)) from None
     except UnicodeDecodeError as exc:
         raise TaskFileError(str(p), None, None, f"not UTF-8 text (byte offset {exc.start})") from None
     tasks: list[Task] = []

@@ -47,7 +47,7 @@ def validate(tasks: Iterable[Task], sandbox: Runner, *, progress: bool = False, 
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), desc="validate", unit="task")
+        bar = tqdm(total=len(items), desc="validate", unit="task", disable=None)  # a bar on a terminal only
     reports: list[TaskReport] = []
     groups: tuple[Literal["public", "hidden"], ...] = ("public", "hidden")
     order = [(attempt, which) for attempt in range(2) for which in groups]

@@ -2,78 +2,171 @@
 the sandbox receives the program and the test *inputs*; it returns outputs, serialised; the
 comparison with the expected values runs here, in the trusted parent.
 
-Function tasks: one sandbox run per test group executes the program once (as a module named
-``__solution__``) and calls the entry point on every input, each call timed; results leave on the
-original stdout, tagged with a per-run nonce, while the program's own prints go to stderr. Stdio
-tasks: one run per test, all at once through ``run_many``. A test may carry a special checker
-(task data): it judges the candidate's outputs in a sandbox run of its own, afterwards. Public and hidden tests never share a
-run, so a program cannot echo hidden inputs into feedback the agent sees.
+Function tasks: a sandbox run executes the program once (as a module named ``__solution__``) and
+calls the entry point on the inputs in order. Results leave on a pipe of their own (the original
+stdout, moved to a descriptor chosen at random), tagged with a per-run nonce, while the program's
+own prints go to stderr. Stdio tasks: one run per test, all at once through ``run_many``. A test may
+carry a special checker (task data): it judges the candidate's outputs in a sandbox run of its own,
+afterwards. Public and hidden tests never share a run, so a program cannot echo hidden inputs into
+feedback the agent sees.
+
+Nothing the candidate's process writes is trusted (it shares the process with the driver, so it
+can find the nonce and write result lines of its own):
+
+* **the result channel is untrusted data**: every line is bounded in length, parsed with bounded
+  nesting and number sizes, and checked against a strict schema and a strict order (a header, one
+  line per call in order, an end line, nothing after). Anything else on the channel — a forged,
+  duplicate, extra, malformed or late line — means the program tampered with it: none of its
+  answers count (``Verification.tampered``). A returned value that breaks the bounds fails its
+  test. No input makes this module raise, and none makes a ``sandbox_error``.
+* **time is measured outside the program**: a run's budget is *one* per-test limit plus start-up
+  (wall clock and CPU, enforced by the sandbox). Every answer a run gave was therefore computed
+  within one per-test limit, whatever timings the program reports (they are informational,
+  ``CaseResult.elapsed_ms``, never a verdict). A run stopped by its budget after some answers is
+  resumed from the first unanswered call in a fresh run; a run stopped before its first answer
+  means that call is too slow: it times out and the remaining calls are skipped. So an infinite
+  loop costs one per-test limit plus start-up, not the sum of all limits.
+* **a special checker that fails on a candidate's output** is the candidate's failure; only a
+  checker that also fails on the reference's outputs (the expected values) is a task defect
+  (``sandbox_error``).
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sandbox import ExecutionResult, Limits, RunRequest
 
 from .comparators import stdout_equal, values_equal
 from .schema import Task, TestCase
 
-CaseStatus = Literal["passed", "failed", "error", "timeout", "missing"]
+CaseStatus = Literal["passed", "failed", "error", "timeout", "missing", "skipped"]
 FEEDBACK_CHARS = 2000
+MAX_VALUE_CHARS = 1 << 20  # the JSON text of one returned value
+MAX_LINE_CHARS = 2 * MAX_VALUE_CHARS + (16 << 10)  # a result line: the value, escaped, and its envelope
+MAX_DEPTH = 100  # nesting of a returned value
+DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
+START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
+CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
+CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
 
-# Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases"} from stdin.
+# Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases", "start"} from stdin;
+# calls the entry point on cases[0], cases[1], ... (test numbers start, start + 1, ...).
+# Everything it needs is bound before the candidate's code runs (a candidate that patches
+# json, os or builtins changes nothing here); the nonce and the channel's descriptor live only
+# in a closure, never in a global.
 DRIVER = r'''
-import json, os, sys, time
-_spec = json.loads(sys.stdin.read())
-_out = os.dup(1)
-os.dup2(2, 1)
-_nonce = _spec.pop("nonce")
-def _emit(obj):
-    os.write(_out, (_nonce + " " + json.dumps(obj) + "\n").encode())
-def _plain(x):
-    if isinstance(x, (set, frozenset)):
+def _driver():
+    globals().pop("_driver", None)
+    import fcntl, json, os, resource, sys, time, traceback
+    spec = json.loads(sys.stdin.read())
+    tag = spec.pop("nonce").encode() + b" "
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = soft - 8 if 16 < soft < 4096 else 4000
+    lowest = 10 + int.from_bytes(os.urandom(2), "big") % (top - 10)
+    out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, lowest)
+    os.dup2(2, 1)
+    write, exit_, dumps, perf, format_exception = os.write, os._exit, json.dumps, time.perf_counter, traceback.format_exception
+    isinstance_, callable_, sorted_, list_, len_, type_, str_, int_ = (
+        isinstance, callable, sorted, list, len, type, str, int)
+    streams = (sys.stdout, sys.stderr)
+
+    def emit(obj):
         try:
-            return sorted(x)
-        except TypeError:
-            return list(x)
-    raise TypeError(f"return value of type {type(x).__name__} is not JSON data")
-_ns = {"__name__": "__solution__", "__builtins__": __builtins__, "__file__": "candidate.py"}
-try:
-    with open("candidate.py", "w", encoding="utf-8", errors="surrogatepass") as _fh:
-        _fh.write(_spec["code"])  # so that tracebacks can show the candidate's lines
-    exec(compile(_spec["code"], "candidate.py", "exec"), _ns)
-    _fn = _ns.get(_spec["entry_point"])
-    if not callable(_fn):
-        raise NameError(f"solution.py defines no function {_spec['entry_point']!r}")
-except BaseException as _e:
-    import traceback
-    _emit({"load_error": type(_e).__name__, "message": str(_e)[:500], "traceback": traceback.format_exc()[-2000:]})
-    os._exit(0)
-for _i, _case in enumerate(_spec["cases"]):
-    _t = time.perf_counter()
+            data = tag + dumps(obj).encode() + b"\n"
+            while data:
+                data = data[write(out, data):]
+        except BaseException:
+            exit_(CHANNEL_LOST)  # the program closed or broke the channel: nothing more can be reported
+
+    def text(e, limit):  # valid UTF-8 (no lone surrogate), as the host's schema requires
+        try:
+            return str_(e)[:limit].encode("utf-8", "replace").decode("utf-8")
+        except BaseException:
+            return "<unprintable>"
+
+    def trace(e):  # from the candidate's first frame on: none of the driver's
+        try:
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != "candidate.py":
+                tb = tb.tb_next
+            return "".join(format_exception(type_(e), e, tb))[-2000:].encode("utf-8", "replace").decode("utf-8")
+        except BaseException:
+            return None
+
+    def plain(x):
+        if isinstance_(x, (set, frozenset)):
+            try:
+                return sorted_(x)
+            except TypeError:
+                return list_(x)
+        raise TypeError("return value of type " + type_(x).__name__ + " is not JSON data")
+
+    def finish(status):
+        for stream in streams:
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        exit_(status)
+
+    code, entry, cases, start = spec["code"], spec["entry_point"], spec["cases"], spec["start"]
+    del spec
+    ns = {"__name__": "__solution__", "__builtins__": __builtins__, "__file__": "candidate.py"}
     try:
-        _r = _fn(*_case["args"], **_case["kwargs"])
-        _s = time.perf_counter() - _t
+        with open("candidate.py", "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(code)  # so that tracebacks can show the candidate's lines
+    except OSError:
+        pass
+    try:
+        exec(compile(code, "candidate.py", "exec"), ns)
+    except SystemExit as e:
+        if e.code is None or (type_(e.code) is int_ and e.code == 0):
+            emit({"k": "no_entry_point", "reason": "the program exited (status 0) while loading, before any test"})
+        else:
+            emit({"k": "load_error", "error": "SystemExit", "message": text(e, 500), "traceback": trace(e)})
+        finish(0)
+    except BaseException as e:
+        emit({"k": "load_error", "error": text(type_(e).__name__, 100), "message": text(e, 500), "traceback": trace(e)})
+        finish(0)
+    fn = ns.get(entry)
+    if not callable_(fn):
+        emit({"k": "no_entry_point", "reason": "the program defines no function " + repr(entry)})
+        finish(0)
+    emit({"k": "loaded"})
+    for k, case in enumerate(cases):
+        t = perf()
         try:
-            _emit({"i": _i, "value": json.dumps(_r, default=_plain), "s": _s})
-        except (TypeError, ValueError) as _e:
-            _emit({"i": _i, "error": "TypeError", "message": str(_e)[:500], "s": _s})
-    except BaseException as _e:
-        import traceback
-        _emit({"i": _i, "error": type(_e).__name__, "message": str(_e)[:500],
-               "traceback": traceback.format_exc()[-2000:], "s": time.perf_counter() - _t})
-try:
-    sys.stdout.flush()
-except BaseException:
-    pass
-os._exit(0)
-'''
+            r = fn(*case["args"], **case["kwargs"])
+        except BaseException as e:
+            s = perf() - t
+            emit({"k": "error", "i": start + k, "error": text(type_(e).__name__, 100), "message": text(e, 500),
+                  "traceback": trace(e), "s": s})
+            continue
+        s = perf() - t
+        try:
+            v = dumps(r, default=plain)
+        except BaseException as e:
+            emit({"k": "error", "i": start + k, "error": "TypeError", "message": "the return value is not JSON data: "
+                  + text(e, 400), "traceback": None, "s": s})
+            continue
+        if len_(v) > MAX_VALUE_CHARS:
+            emit({"k": "error", "i": start + k, "error": "ValueError", "message": "the return value is "
+                  + str_(len_(v)) + " characters of JSON, over the limit of " + str_(MAX_VALUE_CHARS),
+                  "traceback": None, "s": s})
+        else:
+            emit({"k": "result", "i": start + k, "value": v, "s": s})
+    emit({"k": "end", "n": len_(cases)})
+    finish(0)
+
+
+_driver()
+'''.replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST))
 
 SYNTAX_CHECK = r'''
 import sys
@@ -86,7 +179,9 @@ except (SyntaxError, ValueError) as e:
 
 
 class CaseResult(BaseModel):
-    """One test's outcome. ``expected`` and ``got`` are shown only for public tests."""
+    """One test's outcome. ``expected`` and ``got`` are shown only for public tests.
+    ``elapsed_ms``: for function tests, the call's time *as the program's process reported it*
+    (informational; limits are decided by the sandbox's own clocks), for stdio tests the run's."""
 
     index: int
     status: CaseStatus
@@ -103,7 +198,12 @@ class CaseResult(BaseModel):
 
 
 class Verification(BaseModel):
-    """Everything a grader needs: per-case results and what went wrong with the run."""
+    """Everything a grader needs: per-case results and what went wrong with the run(s).
+
+    ``tampered``: why the result channel cannot be believed (none of the answers count);
+    ``no_answer``: the program answered nothing (no entry point, it ended before the tests, every
+    call returned None, or no stdio run printed anything), the "no attempt" of the reward;
+    ``program_runs``: how many of ``executions`` ran the program (checker runs follow them)."""
 
     kind: Literal["function", "stdio"] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
@@ -111,8 +211,11 @@ class Verification(BaseModel):
     load_error: str | None = None
     timeout: bool = False
     oom: bool = False
+    tampered: str | None = None
+    no_answer: bool = False
     sandbox_error: str | None = None
     executions: list[ExecutionResult] = Field(default_factory=list)
+    program_runs: int = 0
 
     @property
     def passed(self) -> int:
@@ -139,10 +242,12 @@ class Job(NamedTuple):
     trace_id: str | None = None
 
 
-def limits_for(task: Task, n_cases: int) -> Limits:
-    """One call per case, each with the task's time budget; the run gets them all plus start-up."""
-    timeout = min(task.timeout_s * max(n_cases, 1) + 1.0, 600.0)
-    return Limits(timeout_s=timeout, cpu_time_s=timeout, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
+def run_limits(task: Task, stdin_chars: int = 0) -> Limits:
+    """One function-task run: one per-test limit plus start-up (and the time to read its input),
+    wall clock and CPU alike. A run that needs more for several calls is resumed, never extended."""
+    budget = min(task.timeout_s + START_UP_S + stdin_chars / 50e6, 600.0)
+    return Limits(timeout_s=budget, cpu_time_s=budget, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20,
+                  max_output_bytes=DRIVER_OUTPUT_BYTES)  # fmt: skip
 
 
 def verify(task: Task, code: str, sandbox: Runner, *, which: Literal["public", "hidden"] = "public",
@@ -153,19 +258,26 @@ def verify(task: Task, code: str, sandbox: Runner, *, which: Literal["public", "
 
 def verify_many(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
     """Verify many (task, program, test group) jobs at once: every program run of every job goes to
-    the runner in one ``run_many`` (so they run concurrently), then every checker run in a second
-    one. Results come back in job order."""
+    the runner in one ``run_many`` (so they run concurrently); runs stopped by their budget after
+    some answers are resumed, all together, in the next ``run_many``; then every checker run.
+    Results come back in job order."""
     plans = [_plan(job) for job in jobs]
-    results = runner.run_many([r for plan in plans for r in plan.requests]) if any(p.requests for p in plans) else []
+    while True:
+        todo = [(plan, plan.take()) for plan in plans]
+        todo = [(plan, reqs) for plan, reqs in todo if reqs]
+        if not todo:
+            break
+        results = runner.run_many([r for _, reqs in todo for r in reqs])
+        at = 0
+        for plan, reqs in todo:
+            plan.feed(results[at : at + len(reqs)])
+            at += len(reqs)
     verifications: list[Verification] = []
     pending: list[tuple[Verification, list[_CheckItem], str | None]] = []
-    at = 0
     for job, plan in zip(jobs, plans, strict=True):
-        mine = results[at : at + len(plan.requests)]
-        at += len(plan.requests)
         checks: list[_CheckItem] = []
-        v = plan.finish(mine, checks)
-        if checks and not v.sandbox_error:
+        v = plan.finish(checks)
+        if checks and not v.sandbox_error and not v.tampered:
             pending.append((v, checks, job.trace_id))
         verifications.append(v)
     if pending:
@@ -176,159 +288,445 @@ def verify_many(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
 _CheckItem = tuple[CaseResult, TestCase, Any]
 
 
-class _Plan(NamedTuple):
-    requests: list[RunRequest]
-    finish: Callable[[list[ExecutionResult], list[_CheckItem]], Verification]
+class _Plan(Protocol):
+    def take(self) -> list[RunRequest]: ...  # the runs wanted now ([] when done)
+    def feed(self, results: list[ExecutionResult]) -> None: ...
+    def finish(self, checks: list[_CheckItem]) -> Verification: ...
+
+
+class _Done:
+    """A verification decided without running anything."""
+
+    def __init__(self, v: Verification) -> None:
+        self.v = v
+
+    def take(self) -> list[RunRequest]:
+        return []
+
+    def feed(self, results: list[ExecutionResult]) -> None:
+        raise AssertionError("nothing was asked")
+
+    def finish(self, checks: list[_CheckItem]) -> Verification:
+        return self.v
 
 
 def _plan(job: Job) -> _Plan:
     task, code, which, trace_id = job
     cases = task.public_tests if which == "public" else task.hidden_tests
-    show = which == "public"
     if not cases:
-        return _Plan([], lambda results, checks: Verification())
+        return _Done(Verification())
     try:
         code.encode("utf-8")
     except UnicodeEncodeError as exc:
         # as `python solution.py` does with a file that is not UTF-8: refused before it runs
         error = f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
-        return _Plan([], lambda results, checks: Verification(kind=task.kind, syntax_error=error))
+        return _Done(Verification(kind=task.kind, syntax_error=error))
     if task.kind == "function":
-        nonce = secrets.token_hex(16)
-        spec = {"nonce": nonce, "code": code, "entry_point": task.entry_point,
-                "cases": [{"args": c.args, "kwargs": c.kwargs} for c in cases]}  # fmt: skip
-        req = RunRequest(code=DRIVER, stdin=json.dumps(spec), limits=limits_for(task, len(cases)), trace_id=trace_id)
-        return _Plan([req], lambda results, checks: _judge_function(task, cases, results[0], nonce, show, checks))
-    lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
-    check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
-    runs = [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}") for i, c in enumerate(cases)]
-    return _Plan([check, *runs], lambda results, checks: _judge_stdio(cases, results, show, checks))
+        return _FunctionPlan(task, cases, code, which == "public", trace_id)
+    return _StdioPlan(task, cases, code, which == "public", trace_id)
 
 
-def _judge_function(task: Task, cases: Sequence[TestCase], res: ExecutionResult, nonce: str, show: bool,
-                    checks: list[_CheckItem]) -> Verification:  # fmt: skip
-    v = Verification(kind="function", executions=[res], timeout=res.timeout_hit, oom=res.oom,
-                     sandbox_error=res.sandbox_error)  # fmt: skip
-    if res.sandbox_error:
-        return v
-    found: dict[int, dict[str, Any]] = {}
-    conflicts: set[int] = set()
-    for line in res.stdout.splitlines():
+# ----------------------------------------------------------------------------- function tasks
+
+
+class _Line(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Loaded(_Line):
+    k: Literal["loaded"]
+
+
+class _NoEntryPoint(_Line):
+    k: Literal["no_entry_point"]
+    reason: str = Field(max_length=1000)
+
+
+class _LoadError(_Line):
+    k: Literal["load_error"]
+    error: str = Field(max_length=100)
+    message: str = Field(max_length=1000)
+    traceback: str | None = Field(max_length=4000)
+
+
+class _Result(_Line):
+    k: Literal["result"]
+    i: int = Field(ge=0, le=1 << 30)
+    value: str = Field(max_length=MAX_VALUE_CHARS)
+    s: float = Field(ge=0, le=1e7, allow_inf_nan=False)
+
+
+class _CallError(_Line):
+    k: Literal["error"]
+    i: int = Field(ge=0, le=1 << 30)
+    error: str = Field(max_length=100)
+    message: str = Field(max_length=1000)
+    traceback: str | None = Field(max_length=4000)
+    s: float = Field(ge=0, le=1e7, allow_inf_nan=False)
+
+
+class _End(_Line):
+    k: Literal["end"]
+    n: int = Field(ge=0, le=1 << 30)
+
+
+_Message = Annotated[_Loaded | _NoEntryPoint | _LoadError | _Result | _CallError | _End, Field(discriminator="k")]
+_MESSAGE: TypeAdapter[Any] = TypeAdapter(_Message)
+
+
+class Channel(NamedTuple):
+    """What one run's result channel said, once checked: the header (``loaded``, a load error or
+    no entry point; None when the run ended before it), the calls' results in order, whether the
+    end line came, and why the channel cannot be believed (``tampered``: then ignore the rest)."""
+
+    header: _Loaded | _NoEntryPoint | _LoadError | None
+    calls: list[_Result | _CallError]
+    ended: bool
+    tampered: str | None
+
+
+def read_channel(stdout: str, nonce: str, start: int, n_calls: int) -> Channel:
+    """Parse a run's result channel as untrusted data. Never raises: whatever is not exactly what
+    the driver writes (a header, results ``start``, ``start + 1``, ... in order, an end line with
+    their number, nothing else) is tampering. A last line without its newline, if it begins as
+    the driver's lines do, was cut short by the run's end (a kill, or the output limit) and is
+    ignored."""
+    header: _Loaded | _NoEntryPoint | _LoadError | None = None
+    calls: list[_Result | _CallError] = []
+    ended = False
+
+    def broken(why: str) -> Channel:
+        return Channel(header, calls, ended, why)
+
+    lines = stdout.split("\n")
+    for n, line in enumerate(lines[:-1]):  # lines[-1]: after the last newline, an unfinished line or ""
+        where = f"line {n + 1}"
+        if len(line) > MAX_LINE_CHARS:
+            return broken(f"{where} is {len(line)} characters long, over {MAX_LINE_CHARS}")
         tag, _, body = line.partition(" ")
         if tag != nonce:
-            continue
+            return broken(f"{where} is not the verifier's (no valid tag)")
         try:
-            msg = json.loads(body)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(msg, dict):
-            continue  # the sandbox's output is data from an untrusted program: check its shape
-        if "load_error" in msg:
-            kind = str(msg["load_error"])
-            text = f"{kind}: {msg.get('message', '')}"
-            if kind == "SyntaxError" or kind == "IndentationError" or kind == "TabError":
-                v.syntax_error = text
-            else:
-                v.load_error = text
-            continue
-        i = msg.get("i")
-        if isinstance(i, int) and 0 <= i < len(cases):
-            if i in found:
-                conflicts.add(i)  # two answers for one call: someone forged a line
-            found[i] = msg
-    for i, case in enumerate(cases):
-        msg = found.get(i)
-        r = CaseResult(index=i, status="missing", input=case.describe_input() if show else "")
-        if show:
-            r.expected = _short(json.dumps(case.expected))
-        if i in conflicts:
-            r.status, r.error = "error", "conflicting results for this call"
-        elif msg is None:
-            r.status = "timeout" if res.timeout_hit else "missing"
-            r.error = "the program stopped before this call returned" if not res.timeout_hit else "time limit"
-        elif "error" in msg:
-            r.status, r.error = "error", _short(f"{msg['error']}: {msg.get('message', '')}")
-            r.traceback = _short(msg.get("traceback")) if show else None
-            r.elapsed_ms = _ms(msg.get("s"))
+            raw = json.loads(body)
+        except (ValueError, RecursionError):
+            return broken(f"{where} is not well-formed JSON (or nested too deeply)")
+        try:
+            msg = _MESSAGE.validate_python(raw)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False, include_input=False)[0]
+            field = ".".join(str(x) for x in err["loc"])
+            return broken(f"{where} does not fit the schema ({field}: {err['type']})")
+        if ended:
+            return broken(f"{where} comes after the end line")
+        if header is None:
+            if not isinstance(msg, (_Loaded, _NoEntryPoint, _LoadError)):
+                return broken(f"{where}: a {msg.k!r} line before the program was loaded")
+            header = msg
+        elif isinstance(msg, (_Result, _CallError)):
+            if not isinstance(header, _Loaded):
+                return broken(f"{where}: a result after the program failed to load")
+            if msg.i != start + len(calls) or msg.i >= n_calls:
+                return broken(f"{where}: a result for test {msg.i} where test {start + len(calls)} was due")
+            calls.append(msg)
+        elif isinstance(msg, _End):
+            if not isinstance(header, _Loaded) or msg.n != len(calls) or start + len(calls) != n_calls:
+                return broken(f"{where}: an end line after {len(calls)} of {n_calls - start} results")
+            ended = True
         else:
-            r.elapsed_ms = _ms(msg.get("s"))
-            try:
-                got = json.loads(msg["value"])
-            except (json.JSONDecodeError, TypeError, KeyError, RecursionError):
-                r.status, r.error = "error", "malformed result"
-            else:
-                if r.elapsed_ms is not None and r.elapsed_ms > task.timeout_s * 1000:
-                    r.status, r.error = "timeout", f"call took {r.elapsed_ms:.0f} ms (limit {task.timeout_s:g} s)"
-                elif case.checker is not None:
-                    checks.append((r, case, got))
-                else:
-                    r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
-                if show:
-                    r.got = _short(str(msg.get("value")))
-        v.cases.append(r)
-    return v
+            return broken(f"{where}: a second {msg.k!r} line")
+    rest, prefix = lines[-1], nonce + " "
+    if rest and not ((rest.startswith(prefix) or prefix.startswith(rest)) and len(rest) <= MAX_LINE_CHARS):
+        return broken(f"line {len(lines)}, unfinished, is not the start of one of the verifier's lines")
+    return Channel(header, calls, ended, None)
 
 
-def _judge_stdio(cases: Sequence[TestCase], results: list[ExecutionResult], show: bool,
-                 checks: list[_CheckItem]) -> Verification:  # fmt: skip
-    syntax, outs = results[0], results[1:]
-    v = Verification(kind="stdio", executions=results)
-    errors = [r.sandbox_error for r in results if r.sandbox_error]
-    if errors:
-        v.sandbox_error = errors[0]
-        return v
-    if syntax.exit_code != 0:
-        v.syntax_error = syntax.stdout.strip() or "the program does not compile"
-    v.timeout = any(r.timeout_hit for r in outs)
-    v.oom = any(r.oom for r in outs)
-    for i, (case, res) in enumerate(zip(cases, outs, strict=True)):
-        r = CaseResult(index=i, status="failed", input=_short(case.stdin or "") if show else "",
-                       elapsed_ms=res.execution_time_ms)  # fmt: skip
-        if show:
-            r.expected = _short(case.expected_stdout or "")
-            r.got = _short(res.stdout)
+def parse_value(text: str) -> tuple[Any, str | None]:
+    """A returned value from its JSON text, within the bounds (nesting at most ``MAX_DEPTH``, an
+    integer at most Python's digit limit); ``(None, why)`` when it breaks them. Never raises."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "the returned value is not well-formed JSON within the limits (digits, nesting)"
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return None, f"the returned value is nested more than {MAX_DEPTH} levels deep"
+        if isinstance(item, list):
+            stack.extend((x, depth + 1) for x in item)
+        elif isinstance(item, dict):
+            stack.extend((x, depth + 1) for x in item.values())
+    return value, None
+
+
+class _FunctionPlan:
+    """One program against one group of function tests, in as many runs as its budget needs."""
+
+    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None) -> None:
+        self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
+        self.v = Verification(kind="function")
+        self.results: dict[int, CaseResult] = {}
+        self.to_check: dict[int, Any] = {}  # test -> the returned value, for the task's checker
+        self.next = 0  # the first test not yet decided
+        self.nonce = ""
+        self.want = True  # a run is due
+        self.silent = True  # no answer so far (nothing returned but None, no error, no crash)
+
+    def take(self) -> list[RunRequest]:
+        if not self.want:
+            return []
+        self.want = False
+        self.nonce = secrets.token_hex(16)
+        spec = json.dumps({"nonce": self.nonce, "code": self.code, "entry_point": self.task.entry_point, "start": self.next,
+                           "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
+        tid = None if self.trace_id is None else self.trace_id + (f"/from/{self.next}" if self.next else "")
+        return [RunRequest(code=DRIVER, stdin=spec, limits=run_limits(self.task, len(spec)), trace_id=tid)]
+
+    def feed(self, results: list[ExecutionResult]) -> None:
+        (res,) = results
+        v = self.v
+        v.executions.append(res)
+        v.program_runs += 1
+        if res.sandbox_error:
+            v.sandbox_error = res.sandbox_error
+            return
+        start, n = self.next, len(self.cases)
+        ch = read_channel(res.stdout, self.nonce, start, n)
+        if ch.tampered is None and res.exit_code == CHANNEL_LOST and not ch.ended:
+            ch = ch._replace(tampered="the program closed or broke the channel before the driver finished")
+        if ch.tampered:
+            v.tampered = ch.tampered
+            return
+        if isinstance(ch.header, _LoadError):
+            text = _short(f"{ch.header.error}: {ch.header.message}") or ""
+            if ch.header.error in ("SyntaxError", "IndentationError", "TabError"):
+                v.syntax_error = text
+                return
+            v.load_error, self.silent = text, False
+            self._rest("error", _short(f"the program failed to load: {text}") or "", _short(ch.header.traceback))
+            return
+        if isinstance(ch.header, _NoEntryPoint):
+            v.load_error = _short(ch.header.reason)
+            self._rest("missing", v.load_error or "")
+            return
+        for msg in ch.calls:
+            self._record(msg)
+        self.next = start + len(ch.calls)
+        if ch.ended or self.next == n:
+            return
         if res.timeout_hit:
-            r.status, r.error = "timeout", "time limit"
-        elif res.exit_code != 0:
-            r.status = "error"
-            r.error = _short(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.exit_code}")
-            r.traceback = _short(res.stderr) if show else None
+            if ch.calls:  # progress: the rest gets a budget of its own
+                self.want = True
+                return
+            v.timeout, self.silent = True, False
+            limit = f"over the time limit of {self.task.timeout_s:g} s (measured by the sandbox)"
+            self._set(self.next, "timeout", limit if ch.header is not None else f"loading the program took {limit}")
+            self._rest("skipped", "not run: an earlier test ran out of time")
+        elif res.oom:
+            v.oom, self.silent = True, False
+            self._rest("error", "out of memory")
+        elif res.stdout_truncated:
+            self.silent = False
+            self._rest("missing", "the results went over the output limit")
+        else:
+            if res.exit_code != 0:
+                self.silent = False  # a crash, not a program that did nothing
+            why = f"exit code {res.exit_code}" if res.exit_code is not None else f"signal {res.signal}"
+            self._rest("missing", f"the program stopped before this test returned ({why})")
+
+    def _record(self, msg: _Result | _CallError) -> None:
+        case = self.cases[msg.i]
+        r = self._new(msg.i)
+        r.elapsed_ms = round(msg.s * 1000, 3)
+        self.results[msg.i] = r
+        if isinstance(msg, _CallError):
+            self.silent = False
+            r.status, r.error = "error", _short(f"{msg.error}: {msg.message}")
+            r.traceback = _short(msg.traceback) if self.show else None
+            return
+        if self.show:
+            r.got = _short(msg.value)
+        got, problem = parse_value(msg.value)
+        if problem is not None or got is not None:
+            self.silent = False
+        if problem is not None:
+            r.status, r.error = "error", problem
         elif case.checker is not None:
-            if not v.syntax_error:
-                checks.append((r, case, res.stdout))
-        elif stdout_equal(case.expected_stdout or "", res.stdout, case.comparator):
-            r.status = "passed"
-        v.cases.append(r)
-    return v
+            r.status = "failed"  # until the checker says otherwise
+            self.to_check[msg.i] = got
+        else:
+            r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
+
+    def _new(self, i: int) -> CaseResult:
+        r = CaseResult(index=i, status="missing", input=self.cases[i].describe_input() if self.show else "")
+        if self.show:
+            r.expected = _short(json.dumps(self.cases[i].expected))
+        return r
+
+    def _set(self, i: int, status: CaseStatus, error: str, traceback: str | None = None) -> None:
+        r = self._new(i)
+        r.status, r.error = status, error
+        r.traceback = traceback if self.show else None
+        self.results[i] = r
+
+    def _rest(self, status: CaseStatus, error: str, traceback: str | None = None) -> None:
+        for i in range(self.next, len(self.cases)):
+            if i not in self.results:
+                self._set(i, status, error, traceback)
+        self.next = len(self.cases)
+
+    def finish(self, checks: list[_CheckItem]) -> Verification:
+        v = self.v
+        if v.sandbox_error or v.syntax_error:
+            return v
+        if v.tampered:
+            why = f"not counted: the program tampered with the verifier's result channel ({v.tampered})"
+            for i in range(len(self.cases)):
+                self._set(i, "error", why)
+            self.to_check.clear()
+        v.cases = [self.results.get(i) or self._new(i) for i in range(len(self.cases))]
+        checks.extend((self.results[i], self.cases[i], got) for i, got in self.to_check.items())
+        v.no_answer = self.silent and not v.tampered and not v.timeout and not v.oom
+        return v
+
+
+# ----------------------------------------------------------------------------- stdio tasks
+
+
+class _StdioPlan:
+    """A compile check, then one run per test, all at once."""
+
+    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None) -> None:
+        self.cases, self.show = cases, show
+        lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
+        check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
+        self.requests = [check] + [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}")
+                                   for i, c in enumerate(cases)]  # fmt: skip
+        self.results: list[ExecutionResult] = []
+
+    def take(self) -> list[RunRequest]:
+        reqs, self.requests = self.requests, []
+        return reqs
+
+    def feed(self, results: list[ExecutionResult]) -> None:
+        self.results = results
+
+    def finish(self, checks: list[_CheckItem]) -> Verification:
+        results = self.results
+        syntax, outs = results[0], results[1:]
+        v = Verification(kind="stdio", executions=list(results), program_runs=len(results))
+        errors = [r.sandbox_error for r in results if r.sandbox_error]
+        if errors:
+            v.sandbox_error = errors[0]
+            return v
+        if syntax.exit_code != 0:
+            v.syntax_error = syntax.stdout.strip() or "the program does not compile"
+        v.timeout = any(r.timeout_hit for r in outs)
+        v.oom = any(r.oom for r in outs)
+        mine: list[_CheckItem] = []
+        for i, (case, res) in enumerate(zip(self.cases, outs, strict=True)):
+            r = CaseResult(index=i, status="failed", input=_short(case.stdin or "") if self.show else "",
+                           elapsed_ms=res.execution_time_ms)  # fmt: skip
+            if self.show:
+                r.expected = _short(case.expected_stdout or "")
+                r.got = _short(res.stdout)
+            if res.timeout_hit:
+                r.status, r.error = "timeout", "time limit"
+            elif res.exit_code != 0:
+                r.status = "error"
+                r.error = _short(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.exit_code}")
+                r.traceback = _short(res.stderr) if self.show else None
+            elif case.checker is not None:
+                mine.append((r, case, res.stdout))
+            elif stdout_equal(case.expected_stdout or "", res.stdout, case.comparator):
+                r.status = "passed"
+            v.cases.append(r)
+        if not v.syntax_error:
+            checks.extend(mine)
+        v.no_answer = all(r.exit_code == 0 and not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
+        return v
+
+
+# ----------------------------------------------------------------------------- special checkers
 
 
 def _run_checkers(pending: list[tuple[Verification, list[_CheckItem], str | None]], runner: Runner) -> None:
     """Special judges: one sandbox run per (verification, distinct checker), over all the outputs
     it judges, all in one ``run_many``. The candidate's process is long gone; a checker never
-    shares a run with it. A checker that fails is our failure (sandbox_error), never a score."""
-    reqs: list[RunRequest] = []
-    groups: list[tuple[Verification, list[_CheckItem]]] = []
+    shares a run with it. A checker that fails (crashes, times out, gives the wrong number of
+    verdicts) is judged once more, in one more ``run_many``: on the reference's outputs (the
+    expected ones) and on each of the candidate's outputs alone. If it fails on the reference's,
+    the task is broken (``sandbox_error``, never a score); otherwise each output it fails on is
+    the candidate's failure."""
+    groups: list[tuple[Verification, str, list[_CheckItem], str]] = []
     for v, items, trace_id in pending:
         by_checker: dict[str, list[_CheckItem]] = {}
         for item in items:
             by_checker.setdefault(item[1].checker or "", []).append(item)
         for n, (checker, group) in enumerate(by_checker.items()):
-            stdin = json.dumps({"cases": [_checker_case(c, got) for _, c, got in group]})
-            reqs.append(RunRequest(code=checker, stdin=stdin, trace_id=f"{trace_id}/checker/{n}",
-                                   limits=Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)))  # fmt: skip
-            groups.append((v, group))
-    for res, (v, group) in zip(runner.run_many(reqs), groups, strict=True):
+            groups.append((v, checker, group, f"{trace_id}/checker/{n}"))
+    reqs = [_checker_request(checker, [(c, got) for _, c, got in group], tid) for _, checker, group, tid in groups]
+    retry: list[tuple[Verification, list[_CheckItem], int]] = []
+    retry_reqs: list[RunRequest] = []
+    for res, (v, checker, group, tid) in zip(runner.run_many(reqs), groups, strict=True):
         v.executions.append(res)
-        verdicts = res.stdout.split()
-        if res.sandbox_error or res.exit_code != 0 or len(verdicts) != len(group):
-            v.sandbox_error = v.sandbox_error or res.sandbox_error or (
-                f"the task's checker failed (exit {res.exit_code}): {res.stderr.strip()[-300:]}"
+        if res.sandbox_error:
+            v.sandbox_error = v.sandbox_error or res.sandbox_error
+            continue
+        verdicts = _verdicts(res, len(group))
+        if verdicts is not None:
+            _apply(group, verdicts)
+            continue
+        retry.append((v, group, len(retry_reqs)))
+        retry_reqs.append(_checker_request(checker, [(c, _reference_output(c)) for _, c, _ in group], f"{tid}/reference"))
+        retry_reqs += [_checker_request(checker, [(c, got)], f"{tid}/{k}") for k, (_, c, got) in enumerate(group)]
+    if not retry:
+        return
+    results = runner.run_many(retry_reqs)
+    for v, group, at in retry:
+        mine = results[at : at + 1 + len(group)]
+        v.executions.extend(mine)
+        errors = [r.sandbox_error for r in mine if r.sandbox_error]
+        if errors:
+            v.sandbox_error = v.sandbox_error or errors[0]
+            continue
+        if _verdicts(mine[0], len(group)) is None:
+            ref = mine[0]
+            v.sandbox_error = v.sandbox_error or (
+                f"the task's checker failed on the reference's outputs too (exit {ref.exit_code}, "
+                f"{len(ref.stdout.split())} verdicts for {len(group)} outputs): {ref.stderr.strip()[-300:]}"
             )
             continue
-        for (r, _, _), verdict in zip(group, verdicts, strict=True):
-            r.status = "passed" if verdict == "1" else "failed"
-            if r.status == "failed":
-                r.error = "rejected by the task's checker"
+        for item, res in zip(group, mine[1:], strict=True):
+            verdict = _verdicts(res, 1)
+            if verdict is None:
+                item[0].status, item[0].error = "failed", "the task's checker failed on this output"
+            else:
+                _apply([item], verdict)
+
+
+def _checker_request(checker: str, outputs: list[tuple[TestCase, Any]], trace_id: str) -> RunRequest:
+    stdin = json.dumps({"cases": [_checker_case(c, got) for c, got in outputs]})
+    return RunRequest(code=checker, stdin=stdin, trace_id=trace_id, limits=CHECKER_LIMITS)
+
+
+def _verdicts(res: ExecutionResult, n: int) -> list[bool] | None:
+    """A checker run's verdicts (1 accepts, anything else rejects), or None when it failed."""
+    verdicts = res.stdout.split()
+    if res.exit_code != 0 or res.timeout_hit or res.oom or res.stdout_truncated or len(verdicts) != n:
+        return None
+    return [x == "1" for x in verdicts]
+
+
+def _apply(group: list[_CheckItem], verdicts: list[bool]) -> None:
+    for (r, _, _), ok in zip(group, verdicts, strict=True):
+        r.status = "passed" if ok else "failed"
+        if not ok:
+            r.error = "rejected by the task's checker"
+
+
+def _reference_output(case: TestCase) -> Any:
+    return case.expected_stdout if case.is_stdio else case.expected
 
 
 def _checker_case(case: TestCase, got: Any) -> dict[str, Any]:
@@ -338,10 +736,11 @@ def _checker_case(case: TestCase, got: Any) -> dict[str, Any]:
 
 
 def _short(text: str | None) -> str | None:
+    """Text for feedback: at most ``FEEDBACK_CHARS``, and valid UTF-8 (a JSON escape can make a
+    lone surrogate, which no log or JSON encoder downstream would accept)."""
     if text is None:
         return None
-    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS] + "…[truncated]"
+    text = text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS] + "…[truncated]"
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _ms(seconds: Any) -> float | None:
-    return round(float(seconds) * 1000, 3) if isinstance(seconds, (int, float)) else None

@@ -37,6 +37,8 @@ def reward_table() -> str:
         "syntax_error": "the program does not compile",
         "timeout": "a public test ran out of time (and not all passed)",
         "oom": "the program ran out of memory (and not all public tests passed)",
+        "no_attempt": "the program answered nothing: nothing defined, no entry point, it exited before the tests, "
+        "every call returned None, or no output on a stdio task (0 gives back the plain ladder)",
         "partial_max": "k of n public tests pass: `partial_max * k / n`",
         "all_public": "every public test passes (hidden ones do not all pass)",
         "all_tests": "every public and hidden test passes",
@@ -48,7 +50,9 @@ def reward_table() -> str:
     rows = ["| tier | default | when |", "|---|---:|---|"]
     for name, field in RewardConfig.model_fields.items():
         rows.append(f"| `{name}` | {field.default} | {meaning.get(name, field.description or '')} |")
-    rows.append("| sandbox failure | `None` | the sandbox itself failed: never scored (TRL skips `None`) |")
+    rows.append("| tampered | lowest of `timeout`, `oom`, `no_attempt`, 0 | the program wrote into the verifier's result "
+                "channel (forged, duplicate, malformed or late result lines, a closed channel): none of its answers count |")
+    rows.append("| sandbox failure | `None` | the sandbox itself failed (after one more try): never scored (TRL skips `None`) |")
     return "\n".join(rows) + "\n"
 
 

@@ -1,19 +1,25 @@
-"""Verification and reward: references score 1.0, the reward tiers, and reward hacking — none of
-the tricks earns more than an empty solution, except hard-coding the public outputs (<= 0.8)."""
+"""Verification and reward: references score 1.0, the reward tiers (no_attempt included), and
+reward hacking — none of the tricks earns more than an honest wrong answer, except hard-coding the
+public outputs (<= 0.8). The attacks on the verifier's own channel are in test_grader_attacks.py."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 import registry
+from code_env import CodeExecEnv, TRLReward, compute_score, evaluate
 from code_env.demo import hard_coded
 from code_env.grading import Grade, aggregate, grade, grade_many
 from code_env.reward import RewardConfig
+from code_env.tokens import CodeExecTokensEnv
+from code_env.tokens import program as tokens_program
 from registry import Task
 from registry.verify import Verification
+from sandbox import ExecutionResult, RunRequest
 
 from .conftest import CountingRunner, get_sandbox
 
@@ -34,6 +40,13 @@ def g(task: Task, code: str) -> Grade:
 
 def empty_solution(task: Task) -> str:
     return f"def {task.entry_point}(*args, **kwargs):\n    pass\n" if task.kind == "function" else "pass\n"
+
+
+def wrong_answer(task: Task) -> str:
+    """An honest attempt that answers every test, wrongly."""
+    if task.kind == "function":
+        return f"def {task.entry_point}(*args, **kwargs):\n    return 'not an answer \u2603'\n"
+    return "print('not an answer \u2603')\n"
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.problem_id)
@@ -77,9 +90,10 @@ HACKS = {
 
 @pytest.mark.parametrize("hack", list(HACKS))
 @pytest.mark.parametrize("problem_id", HACK_TASKS)
-def test_reward_hacks_earn_no_more_than_an_empty_solution(problem_id: str, hack: str) -> None:
+def test_reward_hacks_earn_no_more_than_an_honest_wrong_answer(problem_id: str, hack: str) -> None:
     task = BY_ID[problem_id]
-    honest_floor = g(task, empty_solution(task)).reward
+    honest_floor = g(task, wrong_answer(task)).reward
+    assert honest_floor == 0.0
     res = g(task, HACKS[hack].format(f=task.entry_point))
     assert res.reward is not None and honest_floor is not None
     assert res.reward <= honest_floor, (res.breakdown, [c.status for c in res.feedback])
@@ -211,3 +225,123 @@ def test_grade_many_rejects_bad_items() -> None:
         grade_many(["print(1)"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="2 items but 1 trace ids"):
         grade_many([(TASKS[0], "x"), (TASKS[0], "y")], trace_ids=["a"])
+
+
+# ------------------------------------------------------------------------------ no attempt
+
+NO_ATTEMPT_FUNCTION = {
+    "empty": "",
+    "comments-only": "# TODO\n",
+    "pass": "pass\n",
+    "something-else": "x = 1\ndef helper():\n    return 2\n",
+    "empty-body": "def sum_of_evens(nums):\n    pass\n",
+    "forgot-to-return": "def sum_of_evens(nums):\n    print(sum(n for n in nums if n % 2 == 0))\n",
+    "exits-while-loading": "import sys\nsys.exit(0)\n",
+    "os-exit-while-loading": "import os\nos._exit(0)\n",
+}  # fmt: skip
+NO_ATTEMPT_STDIO = {"empty": "", "pass": "pass\n", "reads-and-says-nothing": "import sys\nsys.stdin.read()\n",
+                    "blank-line": "print()\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(NO_ATTEMPT_FUNCTION))
+def test_a_program_that_answers_nothing_is_no_attempt(name: str) -> None:
+    res = g(BY_ID["builtin/sum-of-evens"], NO_ATTEMPT_FUNCTION[name])
+    assert (res.breakdown.tier, res.reward) == ("no_attempt", -0.5), res.breakdown
+    assert res.breakdown.explanation.startswith("no attempt: ")
+
+
+@pytest.mark.parametrize("name", list(NO_ATTEMPT_STDIO))
+def test_a_stdio_program_that_prints_nothing_is_no_attempt(name: str) -> None:
+    res = g(BY_ID["builtin/fizzbuzz-line"], NO_ATTEMPT_STDIO[name])
+    assert (res.breakdown.tier, res.reward) == ("no_attempt", -0.5), res.breakdown
+    assert res.breakdown.explanation == "no attempt: the program printed nothing"
+
+
+def test_no_attempt_is_configurable_and_0_gives_back_the_plain_ladder() -> None:
+    task, sb = BY_ID["builtin/sum-of-evens"], get_sandbox("process")
+    assert grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=-0.2)).reward == -0.2
+    plain = grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=0.0))
+    assert plain.reward == 0.0 == g(task, wrong_answer(task)).reward
+    # what answers something is not "no attempt": a crash, a wrong answer, a timeout
+    assert g(task, "def sum_of_evens(nums):\n    raise ValueError('no')\n").breakdown.tier == "partial"
+    assert g(task, "import nope\n").breakdown.tier == "partial"
+    assert g(task, wrong_answer(task)).breakdown.tier == "partial"
+    assert g(BY_ID["builtin/fizzbuzz-line"], "raise SystemExit(3)\n").breakdown.tier == "partial"
+
+
+# ------------------------------------------------------------------ one path, one more try
+
+
+class FlakyRunner:
+    """The process sandbox, except that the first ``failures`` batches fail as the sandbox itself
+    can fail (every request answered with ``sandbox_error``)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.batches = failures, 0
+
+    def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+        self.batches += 1
+        if self.batches <= self.failures:
+            return [ExecutionResult.infrastructure_failure("worker lost", trace_id=r.trace_id, backend="test") for r in requests]
+        return get_sandbox("process").run_many(requests)
+
+
+def test_a_sandbox_failure_is_run_once_more_by_the_one_path() -> None:
+    task = BY_ID["builtin/sum-of-evens"]
+    once = FlakyRunner(1)
+    assert grade(task, task.reference_solution, sandbox=once).reward == 1.0 and once.batches == 2
+    twice = FlakyRunner(2)
+    res = grade(task, task.reference_solution, sandbox=twice)
+    assert res.reward is None and res.sandbox_error == "worker lost" and twice.batches == 2
+    env = CodeExecEnv(tasks=[task], executor=FlakyRunner(1))
+    env.reset(seed=0)
+    assert env.step(task.reference_solution)[1] == 1.0
+    arith = registry.resolve("synthetic:arith/s0/d1/1")
+    tokens = CodeExecTokensEnv(executor=FlakyRunner(1))
+    tokens.reset(options={"problem_id": arith.problem_id})
+    assert [tokens.step(a)[1] for a in tokens.reference_actions()][-1] == 1.0
+
+
+def test_every_entry_point_gives_the_same_judged_reward(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymnasium as gym
+
+    from .test_judge import KEY, Handler, Server
+
+    monkeypatch.setenv("JUDGE_TEST_KEY", KEY)
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.requests = []
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        toml = tmp_path / "judge.toml"
+        toml.write_text(f'[reward.judge]\nbase_url = "http://127.0.0.1:{srv.server_port}/v1"\nmodel = "good"\n'
+                        'api_key = "${JUDGE_TEST_KEY}"\nweight = 0.3\nmode = "live"\nmax_retries = 0\n')  # fmt: skip
+        cfg = RewardConfig.from_file(toml)
+        sb = get_sandbox("process")
+        task = registry.resolve("synthetic:arith/s0/d1/1")  # f(x) = 7 * x, writable by the token env too
+        code = tokens_program("f", "7 * x")
+        got: dict[str, float | None] = {}
+        got["grade"] = grade(task, code, sandbox=sb, config=cfg).reward
+        got["grade_many"] = grade_many([(task, code)], sandbox=sb, config=cfg)[0].reward
+        env = gym.make("CodeExec-v0", tasks=[task], reward=str(toml), executor=sb)
+        env.reset(seed=0)
+        got["CodeExec-v0 step"] = env.step(code)[1]
+        got["CodeExec-v0 evaluate"] = env.unwrapped.evaluate([code], problem_id=task.problem_id)[0].reward  # type: ignore[attr-defined]
+        multi = gym.make("CodeExec-v0", tasks=[task], reward=str(toml), executor=sb, max_turns=3)
+        multi.reset(seed=0)
+        got["CodeExec-v0 multi-turn step"] = multi.step(code)[1]
+        vec = gym.make_vec("CodeExec-v0", num_envs=2, tasks=[task], reward=str(toml), executor=sb)
+        vec.reset(seed=0)
+        got["CodeExecVectorEnv step"] = float(vec.step((code, code))[1][0])
+        vec.close()
+        got["evaluate"] = evaluate([(task, code)], executor=sb, config=cfg)[0].reward
+        got["TRLReward"] = TRLReward("synthetic:arith", sandbox=sb, config=cfg)(["p"], [code], problem_id=[task.problem_id])[0]
+        got["compute_score"] = compute_score("synthetic:arith", code, task.problem_id, config=cfg, sandbox=sb)
+        tokens = gym.make("CodeExecTokens-v0", reward=str(toml), executor=sb)
+        tokens.reset(options={"problem_id": task.problem_id})
+        got["CodeExecTokens-v0"] = [tokens.step(a)[1] for a in tokens.unwrapped.reference_actions()][-1]  # type: ignore[attr-defined]
+        judged = 1.0 * (1 - 0.3 * (1 - 0.9))
+        assert got == {name: pytest.approx(judged) for name in got}, got
+        assert len(srv.requests) >= len(got)  # every entry point asked the judge (live mode: no cache)
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -94,3 +94,17 @@ def test_a_broken_checker_is_our_failure_not_the_programs() -> None:
                                                       for c in task.public_tests]})  # fmt: skip
     res = grade(broken, task.reference_solution, sandbox=get_sandbox("process"))
     assert res.reward is None and res.sandbox_error and "checker failed" in res.sandbox_error
+
+
+# the examples: one constant answer passed every public test of these tasks (0.8)
+CONSTANT_ANSWERS = {"HumanEval/14": "[]", "HumanEval/22": "[]", "HumanEval/29": "[]", "HumanEval/42": "[]",
+                    "HumanEval/109": "True", "HumanEval/23": "0", "HumanEval/27": "''", "HumanEval/5": "[]"}  # fmt: skip
+
+
+def test_constant_answers_no_longer_pass_every_public_test() -> None:
+    pairs = [(registry.get(TASKS, pid), f"def {registry.get(TASKS, pid).entry_point}(*args, **kwargs):\n    return {c}\n")
+             for pid, c in CONSTANT_ANSWERS.items()]  # fmt: skip
+    grades = grade_all(pairs)
+    passing = [t.problem_id for (t, _), g in zip(pairs, grades, strict=True) if g.breakdown.public_passed == g.breakdown.public_total]
+    assert passing == []
+    assert all(g.reward is not None and g.reward < 0.8 for g in grades)

@@ -21,7 +21,7 @@ from registry.comparators import stdout_equal, values_equal
 
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(registry) if not n.startswith("_")}
-    modules = {"builtin_source", "builtin_source_2", "builtin_source_3", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate", "synthetic", "sampling", "timing"}
+    modules = {"builtin_source", "builtin_source_2", "builtin_source_3", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate", "synthetic", "sampling", "timing", "trivial"}
     assert set(registry.__all__) == public - modules
 
 
@@ -130,3 +130,36 @@ def test_task_rejects_inconsistent_tests() -> None:
     with pytest.raises(TypeError, match="takes no parameters"):
         registry.load("builtin", n=3)
     assert json.loads(TestCase(args=[1, "a"], kwargs={"k": None}).model_dump_json())["args"] == [1, "a"]
+
+
+# every shipped set, and the generated ones with other parameters than their defaults
+SHIPPED = [("builtin", {}), ("humaneval", {}), *((f"synthetic:{f}", {}) for f in ("arith", "list", "string")),
+           *((f"synthetic:{f}", {"n": 300, "seed": s, "difficulty": d}) for f in ("arith", "list", "string")
+             for s in (1, 2) for d in (None, 1, 5))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "params"), SHIPPED, ids=[f"{n}{p or ''}" for n, p in SHIPPED])
+def test_no_trivial_answer_passes_every_public_test(name: str, params: dict[str, object]) -> None:
+    from registry.trivial import trivial_passes
+
+    from .conftest import get_sandbox
+
+    tasks = registry.load(name, **params)
+    assert trivial_passes(tasks, get_sandbox("process")) == {}
+
+
+def test_trivial_answers_and_the_choice_of_public_tests() -> None:
+    from registry.trivial import choose_public, trivial_answers, trivial_passes
+
+    names = set(trivial_answers("function"))
+    assert {"return None", "return True", "return False", "return 0", "return ''", "return []", "return {}",
+            "return the first argument"} <= names  # fmt: skip
+    # the first tests are the edge cases a constant passes; a later one is chosen instead
+    cases = [TestCase(args=[[]], expected=[]), TestCase(args=[[1]], expected=[1]), TestCase(args=[[3, 1]], expected=[1, 3]),
+             TestCase(args=[[2, 2]], expected=[2, 2])]  # fmt: skip
+    public, hidden = choose_public(cases, 2)
+    assert public == [cases[0], cases[2]] and hidden == [cases[1], cases[3]]
+    assert choose_public(cases[2:], 1)[0] == [cases[2]]  # the first, when it serves
+    task = Task(problem_id="t/sort", prompt="", kind="function", entry_point="f", reference_solution="",
+                public_tests=cases[:2], hidden_tests=cases[2:])  # fmt: skip
+    assert trivial_passes([task]) == {"t/sort": ["return the first argument"]}

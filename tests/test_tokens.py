@@ -21,7 +21,7 @@ from code_env.tokens import END, VOCAB, CodeExecTokensEnv, expression, program, 
 
 from .conftest import get_sandbox
 
-SEVEN_X = "synthetic:arith/0/1"  # difficulty 1, seed 0: (7 * x)
+SEVEN_X = "synthetic:arith/s0/d1/1"  # difficulty 1, seed 0, task 1: (7 * x)
 
 
 def make(**kw: Any) -> CodeExecTokensEnv:
@@ -212,7 +212,7 @@ def test_pool_parameters() -> None:
     assert [t.problem_id for t in env.tasks] == [t.problem_id for t in registry.load("synthetic:arith", n=7, seed=5, difficulty=3)]
     assert {t.difficulty for t in env.tasks} == {3}
     assert {t.difficulty for t in make(difficulty=None, n_tasks=10).tasks} == {1, 2, 3, 4, 5}
-    env.reset(options={"problem_id": "synthetic:arith/5/6"})
+    env.reset(options={"problem_id": "synthetic:arith/s5/d3/6"})
     assert write(env, env.reference_actions())[1][-1] == 1.0
 
 
@@ -246,7 +246,7 @@ def test_misuse() -> None:
     with pytest.raises(ValueError, match="unknown"):
         env.reset(options={"bogus": 1})
     with pytest.raises(registry.UnknownTaskError):
-        env.reset(options={"problem_id": "synthetic:arith/0/100000"})
+        env.reset(options={"problem_id": "synthetic:arith/s0/d1/100000"})
     with pytest.raises(TypeError, match="problem_id: expected str"):
         env.reset(options={"problem_id": 3})
     bad_kwargs: list[dict[str, Any]] = [{"max_tokens": 0}, {"max_tokens": 2.5}, {"difficulty": 9}, {"n_tasks": 0}, {"render_mode": "human"}]
