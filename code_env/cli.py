@@ -1,175 +1,75 @@
 """The ``code-env`` command.
 
-    code-env run FILE [--json] [--timeout S] [--memory-mb M] [--backend B] [--stdin FILE] [...]
+    code-env run FILE [--json] [--timeout S] [--memory-mb M] [--backend B] [--stdin FILE|-] [...]
     code-env demo [--tasks N] [--log-dir DIR] [--json]
     code-env sandbox-demo [--backend B ...] [--json]
     code-env info [--backend B]
     code-env replay LOG
     code-env audit LOG [--top N] [--seed S]
     code-env stats LOG [--png FILE]
+    code-env tasks list [PATTERN] [--set S] [--difficulty D] | show ID [--set S] | validate NAME
 
 Every ``Limits`` field is a flag of ``run`` (``--cpu-time-s``, ``--max-output-bytes``, ...), with
-``--timeout`` as the short name of ``--timeout-s``.
+``--timeout`` as the short name of ``--timeout-s``. ``run`` feeds the program its standard input
+when that is not a terminal (``echo 3 | code-env run prog.py``), or ``--stdin FILE``.
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
-failed (``sandbox_error``), 2 for bad usage or input. ``replay``: 0 when every re-judged reward
-matches the log, 1 when some differ. LOG is a trajectory log file or a directory of them.
+failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
+``replay``: 0 when every re-judged reward matches the log, 1 when some differ. ``tasks validate``:
+1 when a task is rejected. LOG is a trajectory log file or a directory of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
+import types
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import ValidationError
 
-from sandbox import BACKENDS, ExecutionResult, Limits, Sandbox, SandboxError
+from registry import RegistryError, Task
+from sandbox import BACKENDS, Limits, RunRequest, Sandbox, SandboxError, UnknownBackendError
+
+from ._errors import first_error
+from ._verdicts import summary
+from .trajectory import LogFileError
 
 _ALIASES = {"timeout_s": ["--timeout"]}
 
 
-def _add_limit_flags(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("limits (defaults: sandbox.Limits)")
-    for name, field in Limits.model_fields.items():
-        flags = [f"--{name.replace('_', '-')}", *_ALIASES.get(name, [])]
-        ann = field.annotation
-        kind: Any = str
-        if ann in (int,):
-            kind = int
-        elif ann in (float, float | None):
-            kind = float
-        default = field.default
-        group.add_argument(
-            *flags, dest=name, type=kind, default=None, metavar=name.rsplit("_", 1)[-1].upper(),
-            help=f"{field.description} (default: {default})",
-        )  # fmt: skip
+class UsageError(Exception):
+    """Bad usage or input: reported as one line on stderr, exit status 2. ``prog`` names the
+    (sub)command whose usage it was (default: the one that runs)."""
+
+    def __init__(self, message: str, prog: str | None = None) -> None:
+        self.prog = prog
+        super().__init__(message)
 
 
-def _limits_from(ns: argparse.Namespace) -> Limits:
-    values = {k: getattr(ns, k) for k in Limits.model_fields if getattr(ns, k, None) is not None}
-    return Limits(**values)
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line that says where to read more (argparse's
+    own print the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')", self.prog)
 
 
-def _read_text(path: str, what: str) -> str:
-    try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
-    except OSError as exc:
-        raise SystemExit(_usage_error(f"cannot read {what} {path!r}: {exc.strerror}")) from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SystemExit(
-            _usage_error(f"{what} {path!r} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start}")
-        ) from None
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text.strip())
 
 
-def _usage_error(msg: str) -> int:
-    print(f"code-env: error: {msg}", file=sys.stderr)
-    return 2
+def _why(exc: OSError) -> str:
+    """An ``OSError`` in words: its reason, and the path it concerns (a parent, maybe)."""
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
-def summary(res: ExecutionResult) -> str:
-    """A readable one-screen account of a result."""
-    lines = [f"trace_id: {res.trace_id}   backend: {res.backend}   verdict: {verdict(res)}"]
-    lines.append(
-        f"exit_code: {res.exit_code}   signal: {res.signal_name}   wall: {res.execution_time_ms:.1f} ms   "
-        f"cpu: {res.cpu_time_ms:.1f} ms   peak memory: {res.peak_memory_mb} MB"
-    )
-    if res.reruns:
-        lines.append(f"re-run: {res.rerun_reason}")
-    if res.sandbox_error:
-        lines.append(f"sandbox error: {res.sandbox_error}")
-    for name, text, cut in (("stdout", res.stdout, res.stdout_truncated), ("stderr", res.stderr, res.stderr_truncated)):
-        if text or cut:
-            lines.append(f"--- {name}{' (truncated)' if cut else ''} ---")
-            lines.append(text if len(text) <= 4000 else text[:4000] + "\n[... shown 4000 chars ...]")
-    return "\n".join(lines)
-
-
-def verdict(res: ExecutionResult) -> str:
-    if res.sandbox_error:
-        return "SANDBOX ERROR"
-    if res.oom:
-        return "OOM"
-    if res.timeout_hit:
-        return f"TIMEOUT ({res.timeout_kind})"
-    if res.output_limit_hit:
-        return "OUTPUT LIMIT"
-    if res.signal is not None:
-        return f"KILLED ({res.signal_name})"
-    return "OK" if res.exit_code == 0 else f"EXIT {res.exit_code}"
-
-
-def cmd_run(ns: argparse.Namespace) -> int:
-    code = _read_text(ns.file, "program")
-    stdin = _read_text(ns.stdin, "stdin file") if ns.stdin else ""
-    try:
-        limits = _limits_from(ns)
-    except ValidationError as exc:
-        return _usage_error("invalid limits: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
-    try:
-        with Sandbox(backend=ns.backend, workers=1) as sb:
-            res = sb.run(code, stdin=stdin, limits=limits, trace_id=ns.trace_id)
-    except (TypeError, ValueError, SandboxError) as exc:
-        return _usage_error(str(exc))
-    print(res.model_dump_json() if ns.json else summary(res))
-    return 1 if res.sandbox_error else 0
-
-
-def cmd_info(ns: argparse.Namespace) -> int:
-    try:
-        with Sandbox(backend=ns.backend, workers=1) as sb:
-            print(json.dumps({"backend": sb.backend_name, "isolation": sb.isolation}, indent=2))
-    except SandboxError as exc:
-        return _usage_error(str(exc))
-    return 0
-
-
-def cmd_demo(ns: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(n_tasks=ns.tasks, log_dir=ns.log_dir, as_json=ns.json)
-
-
-def cmd_sandbox_demo(ns: argparse.Namespace) -> int:
-    from .sandbox_demo import run_demo
-
-    return run_demo(ns.backend or ["process", "nsjail"], as_json=ns.json)
-
-
-def cmd_tasks(ns: argparse.Namespace) -> int:
-    import registry
-    from registry.validate import validate
-
-    try:
-        if ns.tasks_command == "list":
-            for name in registry.list():
-                tasks = registry.load(name)
-                print(f"{name}: {len(tasks)} tasks")
-                for t in tasks:
-                    print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
-            return 0
-        tasks = registry.load(ns.set)
-        if ns.tasks_command == "show":
-            task = registry.get(tasks, ns.problem_id)
-            shown = task.model_dump(exclude={"hidden_tests"})
-            shown["hidden_tests"] = f"{len(task.hidden_tests)} (not shown)"
-            print(json.dumps(shown, indent=2))
-            return 0
-        with Sandbox(backend=ns.backend) as sb:
-            reports = validate(tasks, sb, progress=True)
-    except (registry.RegistryError, SandboxError) as exc:
-        return _usage_error(str(exc))
-    bad = [r for r in reports if not r.ok]
-    for r in bad:
-        print(f"REJECTED {r.problem_id}:")
-        for p in r.problems:
-            print(f"  - {p}")
-    print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted")
-    return 1 if bad else 0
+# ------------------------------------------------------------------------------ arguments
 
 
 def _positive_int(text: str) -> int:
@@ -182,102 +82,276 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def cmd_replay(ns: argparse.Namespace) -> int:
-    from .logtools import replay
-    from .trajectory import LogFileError
+def _backend(text: str) -> str:
+    """A backend name, checked while the arguments are parsed (before anything starts)."""
+    if text in BACKENDS:
+        return text
+    close = difflib.get_close_matches(text, BACKENDS, n=1)
+    raise argparse.ArgumentTypeError(str(UnknownBackendError(text, list(BACKENDS), close[0] if close else None)))
+
+
+def _difficulty(text: str) -> range:
+    """``3`` or ``2-4`` (inclusive), within 1..5."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", text)
+    if m is not None:
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if 1 <= lo <= hi <= 5:
+            return range(lo, hi + 1)
+    raise argparse.ArgumentTypeError(f"expected a difficulty 1..5 or a range such as 2-4, got {text!r}")
+
+
+def _flag_type(annotation: Any) -> tuple[Any, tuple[str, ...] | None]:
+    """The argparse ``type`` and ``choices`` of a ``Limits`` field (``float | None`` is a float)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return str, tuple(str(a) for a in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        return _flag_type(inner[0]) if len(inner) == 1 else (str, None)
+    return (annotation if annotation in (int, float) else str), None
+
+
+def _add_limit_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("limits (defaults: sandbox.Limits)")
+    for name, field in Limits.model_fields.items():
+        flags = [f"--{name.replace('_', '-')}", *_ALIASES.get(name, [])]
+        kind, choices = _flag_type(field.annotation)
+        text = field.description or name
+        if "(default:" not in text:  # a description may say it itself (cpu_time_s: "timeout_s")
+            text += f" (default: {field.default})"
+        group.add_argument(
+            *flags, dest=name, type=kind, choices=choices, default=None,
+            metavar=None if choices else name.rsplit("_", 1)[-1].upper(), help=text.replace("%", "%%"),
+        )  # fmt: skip
+
+
+def _limits_from(ns: argparse.Namespace) -> Limits:
+    values = {k: getattr(ns, k) for k in Limits.model_fields if getattr(ns, k, None) is not None}
+    return Limits(**values)
+
+
+def _read_text(path: str, what: str) -> str:
+    """A text file (``-``: standard input), UTF-8; anything else is a one-line ``UsageError``."""
+    try:
+        if path == "-":
+            if sys.stdin is None:
+                raise UsageError(f"cannot read {what} from standard input: it is closed")
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path!r} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start}") from None
+
+
+def _stdin_is_piped() -> bool:
+    """Standard input is a pipe or a file (``echo 3 | code-env run p.py``, ``< in.txt``), not a terminal."""
+    return sys.stdin is not None and not sys.stdin.isatty()
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    if ns.file == "-" and ns.stdin == "-":
+        raise UsageError("the program and its input cannot both come from standard input: give --stdin FILE")
+    code = _read_text(ns.file, "program")
+    if ns.stdin is not None:
+        stdin = _read_text(ns.stdin, "standard input" if ns.stdin == "-" else "stdin file")
+    elif ns.file != "-" and _stdin_is_piped():
+        stdin = _read_text("-", "standard input")
+    else:
+        stdin = ""
+    try:
+        limits = _limits_from(ns)
+    except ValidationError as exc:
+        raise UsageError(f"invalid limits: {first_error(exc)}") from None
+    try:
+        RunRequest(code=code, stdin=stdin, limits=limits, trace_id=ns.trace_id)  # checks sizes before a sandbox starts
+    except ValidationError as exc:
+        raise UsageError(first_error(exc)) from None
+    with Sandbox(backend=ns.backend, workers=1) as sb:
+        res = sb.run(code, stdin=stdin, limits=limits, trace_id=ns.trace_id)
+    print(res.model_dump_json() if ns.json else summary(res))
+    return 1 if res.sandbox_error else 0
+
+
+def cmd_info(ns: argparse.Namespace) -> int:
+    with Sandbox(backend=ns.backend, workers=1) as sb:
+        print(json.dumps({"backend": sb.backend_name, "isolation": sb.isolation}, indent=2))
+    return 0
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    from .demo import new_run_dir, run_demo
 
     try:
-        report = replay(ns.log, progress=True)
-    except LogFileError as exc:
-        return _usage_error(str(exc))
+        run_dir = new_run_dir(ns.log_dir)
+    except OSError as exc:
+        raise UsageError(f"--log-dir {ns.log_dir!r}: cannot make a run directory there: {_why(exc)}") from None
+    return run_demo(n_tasks=ns.tasks, log_dir=run_dir, as_json=ns.json)
+
+
+def cmd_sandbox_demo(ns: argparse.Namespace) -> int:
+    from .sandbox_demo import run_demo
+
+    return run_demo(list(dict.fromkeys(ns.backend or ["process", "nsjail"])), as_json=ns.json)
+
+
+def _load_set(name: str) -> list[Task]:
+    import registry
+
+    try:
+        return registry.load(name)
+    except OSError as exc:
+        raise UsageError(f"cannot read task set {name!r}: {exc.strerror or exc}") from None
+
+
+def cmd_tasks(ns: argparse.Namespace) -> int:
+    import registry
+
+    if ns.tasks_command == "list":
+        pattern = (ns.pattern or "").lower()
+        for name in [ns.set] if ns.set else registry.list():
+            tasks = _load_set(name)
+            shown = [t for t in tasks if pattern in t.problem_id.lower() and (ns.difficulty is None or t.difficulty in ns.difficulty)]
+            print(f"{name}: {len(shown)} tasks" + (f" (of {len(tasks)})" if len(shown) != len(tasks) else ""))
+            for t in shown:
+                print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
+        return 0
+    if ns.tasks_command == "show":
+        # the id names its set (builtin/..., HumanEval/..., synthetic:...); a bare name is looked up among the builtin tasks
+        task = registry.get(_load_set(ns.set), ns.problem_id) if ns.set else registry.resolve(ns.problem_id, _load_set("builtin"))
+        data = task.model_dump(mode="json", exclude={"hidden_tests"})
+        data["hidden_tests"] = f"{len(task.hidden_tests)} (not shown)"
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    from registry.validate import validate
+
+    tasks = _load_set(ns.set)
+    with Sandbox(backend=ns.backend) as sb:
+        reports = validate(tasks, sb, progress=True)
+    bad = [r for r in reports if not r.ok]
+    for r in bad:
+        print(f"REJECTED {r.problem_id}:")
+        for p in r.problems:
+            print(f"  - {p}")
+    print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted")
+    return 1 if bad else 0
+
+
+def cmd_replay(ns: argparse.Namespace) -> int:
+    from .logtools import replay
+
+    report = replay(ns.log, progress=True)
     print(report.summary())
     return 0 if report.ok else 1
 
 
 def cmd_audit(ns: argparse.Namespace) -> int:
     from .logtools import audit, format_audit
-    from .trajectory import LogFileError
 
-    try:
-        entries = audit(ns.log, top=ns.top, seed=ns.seed)
-    except LogFileError as exc:
-        return _usage_error(str(exc))
-    print(format_audit(entries))
+    print(format_audit(audit(ns.log, top=ns.top, seed=ns.seed)))
     return 0
 
 
 def cmd_stats(ns: argparse.Namespace) -> int:
     from .logtools import stats, write_png
-    from .trajectory import LogFileError
 
-    try:
-        st = stats(ns.log)
-    except LogFileError as exc:
-        return _usage_error(str(exc))
+    st = stats(ns.log)
     print(st.table())
     if ns.png:
         try:
             write_png(st, ns.png)
         except ImportError:
-            return _usage_error("--png needs matplotlib (pip install matplotlib)")
+            raise UsageError("--png needs matplotlib (pip install matplotlib)") from None
         except OSError as exc:
-            return _usage_error(f"cannot write {ns.png!r}: {exc.strerror or exc}")
+            raise UsageError(f"cannot write {ns.png!r}: {exc.strerror or exc}") from None
         print(f"wrote {ns.png}")
     return 0
 
 
+# --------------------------------------------------------------------------------- parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="code-env", description="Sandboxed code execution for RL on code.")
+    from .demo import LOG_ROOT
+
+    p = _Parser(prog="code-env", description="Sandboxed code execution for RL on code.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    backends = ", ".join(BACKENDS)
     r = sub.add_parser("run", help="run one Python file in the sandbox and print the result")
     r.add_argument("file", metavar="FILE", help="the program ('-' reads standard input)")
     r.add_argument("--json", action="store_true", help="print the ExecutionResult as JSON")
-    r.add_argument("--backend", default="auto", help=f"sandbox backend: {', '.join(BACKENDS)} (default: auto)")
-    r.add_argument("--stdin", metavar="FILE", help="file fed to the program's standard input")
-    r.add_argument("--trace-id", default="cli/0", help="trace id recorded in the result")
+    r.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    r.add_argument("--stdin", metavar="FILE", help="the program's standard input: a file, or '-' for this command's "
+                                                   "(the default when it is not a terminal; else empty)")  # fmt: skip
+    r.add_argument("--trace-id", default="cli/0", help="trace id recorded in the result (default: cli/0)")
     _add_limit_flags(r)
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, prog=r.prog)
     d = sub.add_parser("demo", help="the main job: policies side by side on CodeExec-v0 (builtin tasks)")
     d.add_argument("--tasks", type=_positive_int, default=8, help="how many builtin tasks (default: 8)")
-    d.add_argument("--log-dir", default="runs/demo", help="trajectory log directory (default: runs/demo)")
+    d.add_argument("--log-dir", default=LOG_ROOT, metavar="DIR",
+                   help=f"each run logs to a new DIR/<date>-<time>/, linked as DIR/latest (default: {LOG_ROOT})")  # fmt: skip
     d.add_argument("--json", action="store_true", help="print one JSON line per episode instead of the table")
-    d.set_defaults(func=cmd_demo)
+    d.set_defaults(func=cmd_demo, prog=d.prog)
     d = sub.add_parser("sandbox-demo", help="run sample programs (good and hostile) through the backends")
-    d.add_argument("--backend", action="append", help="backend to show (repeatable; default: process and nsjail)")
+    d.add_argument("--backend", type=_backend, action="append",
+                   help="backend to show (repeatable; default: process and nsjail)")  # fmt: skip
     d.add_argument("--json", action="store_true", help="print the results as JSON lines")
-    d.set_defaults(func=cmd_sandbox_demo)
+    d.set_defaults(func=cmd_sandbox_demo, prog=d.prog)
     t = sub.add_parser("tasks", help="list, show and validate task sets")
     tsub = t.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
-    tsub.add_parser("list", help="the task sets and their tasks")
+    ls = tsub.add_parser("list", help="the task sets and their tasks")
+    ls.add_argument("pattern", nargs="?", metavar="PATTERN", help="only ids that contain this (any case)")
+    ls.add_argument("--set", help="only this task set (a name or a .jsonl path; default: every named set)")
+    ls.add_argument("--difficulty", type=_difficulty, metavar="D", help="only this difficulty (3) or range (2-4)")
     show = tsub.add_parser("show", help="one task (hidden tests not shown)")
-    show.add_argument("problem_id")
-    show.add_argument("--set", default="builtin", help="task set name or .jsonl path (default: builtin)")
+    show.add_argument("problem_id", metavar="ID", help="e.g. builtin/sum-of-evens, HumanEval/0, synthetic:arith/s0/d3/5")
+    show.add_argument("--set", help="look in this task set (a name or a .jsonl path; default: the one the id names)")
     val = tsub.add_parser("validate", help="run every reference solution twice; reject tasks it fails")
     val.add_argument("set", metavar="NAME", help="task set name or .jsonl path")
-    val.add_argument("--backend", default="auto")
-    t.set_defaults(func=cmd_tasks)
+    val.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    for leaf in (ls, show, val):
+        leaf.set_defaults(func=cmd_tasks, prog=leaf.prog)
     i = sub.add_parser("info", help="show the isolation a backend achieves on this machine")
-    i.add_argument("--backend", default="auto")
-    i.set_defaults(func=cmd_info)
+    i.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    i.set_defaults(func=cmd_info, prog=i.prog)
     rp = sub.add_parser("replay", help="re-judge every logged step; report rewards that differ (exit 1)")
     rp.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
-    rp.set_defaults(func=cmd_replay)
+    rp.set_defaults(func=cmd_replay, prog=rp.prog)
     au = sub.add_parser("audit", help="a random sample of the highest-return episodes, with code and outputs")
     au.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
     au.add_argument("--top", type=_positive_int, default=20, metavar="N", help="episodes to show (default: 20)")
     au.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default: 0)")
-    au.set_defaults(func=cmd_audit)
+    au.set_defaults(func=cmd_audit, prog=au.prog)
     st = sub.add_parser("stats", help="pass rates, reward distribution and timing of a log")
     st.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
     st.add_argument("--png", metavar="FILE", help="also draw a reward and a timing histogram to FILE")
-    st.set_defaults(func=cmd_stats)
+    st.set_defaults(func=cmd_stats, prog=st.prog)
     return p
 
 
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
+    """Run the command; every error of usage or input is one line on stderr and exit status 2."""
+    prog = "code-env"
     try:
+        ns = build_parser().parse_args(argv)
+        prog = ns.prog
         return int(ns.func(ns))
+    except UsageError as exc:
+        return _fail(exc.prog or prog, str(exc))
+    except (SandboxError, RegistryError, LogFileError) as exc:  # each names what is wrong and how to fix it
+        return _fail(prog, str(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `code-env tasks list | head`

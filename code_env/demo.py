@@ -2,11 +2,16 @@
 by side — the reference solutions, typical failures (a syntax error, an infinite loop, a memory
 bomb, a program that hard-codes the public outputs) and, multi-turn, a scripted agent that fixes
 its first wrong attempt from the feedback. Prints the reward table with its breakdown, the
-episodes per second, and where the trajectory log went."""
+episodes per second, and where the trajectory log went: each run logs to a directory of its own,
+``runs/demo/<date>-<time>/``, and ``runs/demo/latest`` links to the newest."""
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
+import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,6 +28,7 @@ from .grading import shared_sandbox
 from .vector import CodeExecVectorEnv
 
 DEMO_TIMEOUT_S = 0.5  # per test: the failures time out quickly
+LOG_ROOT = "runs/demo"  # each run logs to a directory of its own in here
 
 
 def hard_coded(task: Task) -> str:
@@ -67,10 +73,12 @@ def pick_tasks(n: int) -> list[Task]:
     return [tasks[round(i * (len(tasks) - 1) / max(n - 1, 1))] for i in range(n)]
 
 
-def run_policy(policy: Policy, tasks: list[Task], log_dir: str, bar: tqdm) -> list[dict[str, Any]]:
+def run_policy(policy: Policy, tasks: list[Task], log_dir: str | Path, bar: tqdm) -> list[dict[str, Any]]:
     """One episode per task, all tasks side by side in one vector env (their programs run together)."""
+    # one episode per sub-env: a finished one is left alone (next-step autoreset: the steps the
+    # others still take reset it without running its program), not started again
     envs = CodeExecVectorEnv(len(tasks), executor=shared_sandbox("auto"), tasks=tasks, max_turns=policy.max_turns,
-                             timeout_s=DEMO_TIMEOUT_S, log_dir=log_dir)  # fmt: skip
+                             timeout_s=DEMO_TIMEOUT_S, log_dir=str(log_dir), autoreset_mode="next_step")  # fmt: skip
     try:
         for i, (env, task) in enumerate(zip(envs.envs, tasks, strict=True)):
             env.reset(seed=i, options={"problem_id": task.problem_id})
@@ -98,18 +106,49 @@ def run_policy(policy: Policy, tasks: list[Task], log_dir: str, bar: tqdm) -> li
         envs.close()
 
 
-def run_demo(*, n_tasks: int = 8, log_dir: str = "runs/demo", as_json: bool = False) -> int:
+def new_run_dir(root: str | Path) -> Path:
+    """A new, empty directory for one run's logs: ``<root>/<date>-<time>`` (``-2``, ``-3``, ...
+    when another run took that second), with ``<root>/latest`` linked to it (a relative link, so
+    the tree can move). ``OSError`` when ``root`` cannot hold it (not a directory, not writable,
+    ``latest`` is not a link)."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(root))
+    root.mkdir(parents=True, exist_ok=True)
+    latest = root / "latest"
+    if latest.exists() and not latest.is_symlink():
+        raise FileExistsError(errno.EEXIST, "exists and is not a symbolic link (move it away)", str(latest))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in itertools.count(1):
+        run = root / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            run.mkdir()
+            break
+        except FileExistsError:
+            continue
+    link = root / f".latest-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    os.symlink(run.name, link)
+    os.replace(link, latest)  # atomic: a concurrent reader sees the old run or the new one
+    return run
+
+
+def run_demo(*, n_tasks: int = 8, log_dir: str | Path | None = None, as_json: bool = False) -> int:
+    """The main job, logging to ``log_dir`` (default: a ``new_run_dir`` under ``runs/demo``)."""
+    log_dir = new_run_dir(LOG_ROOT) if log_dir is None else Path(log_dir)
     tasks = pick_tasks(n_tasks)
     shared_sandbox("auto")  # start the workers before the clock
     started = time.monotonic()
     results: list[dict[str, Any]] = []
-    with tqdm(total=len(POLICIES) * len(tasks), desc="episodes", unit="ep") as bar:
+    with tqdm(total=len(POLICIES) * len(tasks), desc="episodes", unit="ep", disable=None) as bar:  # on a terminal
         for policy in POLICIES:
             results += run_policy(policy, tasks, log_dir, bar)
     elapsed = time.monotonic() - started
+    where = _where(log_dir)
     if as_json:
         for r in results:
             print(json.dumps(r))
+        print(where.splitlines()[0], file=sys.stderr)
         return 0
     print(f"CodeExec-v0 on {len(tasks)} builtin tasks (difficulties "
           f"{min(t.difficulty for t in tasks)}-{max(t.difficulty for t in tasks)}, "
@@ -131,6 +170,12 @@ def run_demo(*, n_tasks: int = 8, log_dir: str = "runs/demo", as_json: bool = Fa
             print("  ".join("-" * w for w in widths))
     print(f"\n{len(results)} episodes in {elapsed:.1f} s: {len(results) / elapsed:.1f} episodes/s "
           f"(the failures spend their time limits on purpose)")  # fmt: skip
-    print(f"trajectory log: {Path(log_dir).resolve()}  (code-env stats {log_dir} | code-env audit {log_dir} | "
-          f"code-env replay {log_dir})")  # fmt: skip
+    print(where)
     return 0
+
+
+def _where(log_dir: Path) -> str:
+    latest = log_dir.parent / "latest"
+    linked = latest.is_symlink() and latest.resolve() == log_dir.resolve()
+    return (f"trajectory log: {log_dir}{f' (linked as {latest})' if linked else ''}\n"
+            f"  code-env stats {log_dir}   code-env audit {log_dir}   code-env replay {log_dir}")  # fmt: skip

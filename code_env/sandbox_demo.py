@@ -1,5 +1,6 @@
 """`code-env sandbox-demo`: a handful of sample programs — a correct one and
-hostile ones — through every available sandbox backend, printed as a table of verdicts."""
+hostile ones — through every available sandbox backend, printed as a table of verdicts. A backend
+that cannot run here is skipped with a note; the progress bar shows only on a terminal."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tqdm import tqdm
 
 from sandbox import BackendUnavailableError, ExecutionResult, Limits, Sandbox
 
-from .cli import verdict
+from ._verdicts import verdict
 
 DEMO_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
 
@@ -66,7 +67,7 @@ def run_demo(backends: list[str], *, as_json: bool = False) -> int:
                 notes.append(f"{backend}: skipped ({exc})")
                 continue
             with sb:
-                for s in tqdm(progs, desc=f"{backend:8}", unit="prog", leave=False):
+                for s in tqdm(progs, desc=f"{backend:8}", unit="prog", leave=False, disable=None):
                     res = sb.run(s.code, stdin=s.stdin, limits=s.limits, trace_id=f"demo/{backend}/{s.name}")
                     rows.append((backend, s.name, res, s.expect))
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -156,6 +157,26 @@ def test_audit_samples_the_highest_returns(log: Path) -> None:
     assert two[0].record["action"].strip() in text and "--- public tests: 3/3 passed ---" in text
 
 
+def test_audit_shows_the_programs_own_output_only(tmp_path: Path) -> None:
+    """A function task's program prints on stdout, which the verifier moves to stderr (its stdout
+    carries the verifier's nonce-tagged result lines): audit shows the prints, never those lines.
+    A stdio task's output is shown for the first public test that failed."""
+    env = CodeExecEnv(log_dir=str(tmp_path))
+    prints = "def sum_of_evens(nums):\n    print('looking at', nums)\n    return sum(n for n in nums if n % 2 == 0)\n"
+    assert play(env, "builtin/sum-of-evens", prints) == [1.0]
+    assert play(env, "builtin/fizzbuzz-line", "import sys\nprint('my own line')\nprint('oops', file=sys.stderr)\n")[0] < 1.0
+    env.close()
+    entries = {e.record["problem_id"]: e for e in audit(tmp_path, top=2)}
+    function, stdio = entries["builtin/sum-of-evens"].render(), entries["builtin/fizzbuzz-line"].render()
+    assert "--- program output (prints and errors, public tests) ---\nlooking at [" in function
+    assert "--- stdout (public test 0) ---\nmy own line\n--- stderr (public test 0) ---\noops" in stdio
+    tagged = re.compile(r"[0-9a-f]{32} \{")
+    assert not tagged.search(function) and not tagged.search(stdio)
+    assert tagged.search(json.dumps(entries["builtin/sum-of-evens"].record["executions"][0]["stdout"]))  # it was there
+    out = cli("audit", str(tmp_path))
+    assert out.returncode == 0 and "looking at [" in out.stdout and not tagged.search(out.stdout)
+
+
 def test_audit_cli_shows_n_episodes_with_their_code_and_is_seeded(log: Path) -> None:
     first, again = cli("audit", str(log), "--top", "2", "--seed", "3"), cli("audit", str(log), "--top", "2", "--seed", "3")
     assert first.returncode == 0, first.stderr
@@ -202,8 +223,8 @@ def test_missing_log_and_malformed_line(log: Path, tmp_path: Path, command: str)
     first = next(iter(sorted(log.glob("*.jsonl")))).read_text().splitlines()[0]
     bad.write_text(first + "\n{not json\n")
     out = cli(command, str(bad))
-    assert out.returncode == 2 and f"{bad}:2: invalid JSON" in out.stderr
-    assert out.stdout == "" and "Traceback" not in out.stderr
+    assert out.returncode == 2 and out.stderr == f"code-env {command}: error: {bad}:2: invalid JSON: Expecting property name enclosed in double quotes\n"
+    assert out.stdout == ""
 
 
 def test_other_bad_input(log: Path, tmp_path: Path) -> None:

@@ -1,0 +1,36 @@
+"""Tools over trajectory logs (a ``.jsonl`` file or a directory of them), one module per command:
+
+- ``_read``: the log as episodes (``episodes``, ``Step``, ``Episode``, ``outcome``);
+- ``_replay``: ``code-env replay``, ``replay`` re-judges every logged step (``ReplayReport``);
+- ``_audit``: ``code-env audit``, ``audit`` samples the highest-return episodes with their code
+  and the program's own output (``format_audit``);
+- ``_stats``: ``code-env stats``, ``stats`` sums up pass rates, rewards and timing, ``write_png``
+  draws them.
+
+A malformed or unreadable log is a ``code_env.trajectory.LogFileError`` naming the file and line.
+"""
+
+from ._audit import AuditEntry, audit, format_audit, program_output
+from ._read import Episode, Step, episodes, outcome
+from ._replay import TIMING_BUDGETS, TOLERANCE, Difference, ReplayReport, replay
+from ._stats import Stats, percentile, stats, write_png
+
+__all__ = [
+    "TIMING_BUDGETS",
+    "TOLERANCE",
+    "AuditEntry",
+    "Difference",
+    "Episode",
+    "ReplayReport",
+    "Stats",
+    "Step",
+    "audit",
+    "episodes",
+    "format_audit",
+    "outcome",
+    "percentile",
+    "program_output",
+    "replay",
+    "stats",
+    "write_png",
+]

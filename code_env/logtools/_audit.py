@@ -1,0 +1,139 @@
+"""``code-env audit``: a seeded random sample of the highest-return episodes with their code, the
+program's own output and the public tests, for a human to check that the reward was earned."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._read import episodes, numbered, outcome
+
+
+@dataclass
+class AuditEntry:
+    """One sampled episode: its return and its last step's full record."""
+
+    ret: float
+    steps: int
+    where: str
+    record: dict[str, Any]
+
+    def render(self, limit: int = 1000) -> str:
+        rec = self.record
+        b = rec.get("reward_breakdown")
+        b = b if isinstance(b, dict) else {}
+        head = f"{rec['trace_id']}  return {self.ret:g}"
+        if self.steps > 1:
+            head += f" over {self.steps} turns (last step {rec['reward']:g})"
+        lines = [head, f"  {outcome(rec)}: {b.get('explanation', '')}  [{self.where}]"]
+        lines += ["--- code ---", rec["action"].rstrip("\n")]
+        for title, text, truncated in program_output(rec):
+            cut = len(text) > limit
+            notes = ", ".join(n for n, on in (("truncated by the sandbox", truncated), ("cut", cut)) if on)
+            lines.append(f"--- {title}{f' ({notes})' if notes else ''} ---")
+            lines.append(_cut(text, limit).rstrip("\n"))
+        cases = [c for c in rec.get("public_cases") or [] if isinstance(c, dict)]
+        passed = sum(c.get("status") == "passed" for c in cases)
+        lines.append(f"--- public tests: {passed}/{len(cases)} passed ---")
+        for c in cases:
+            row = f"  [{c.get('index')}] {c.get('status')}  input {_inline(c.get('input'), 120)}"
+            if c.get("status") == "passed":
+                row += f"  got {_inline(c.get('got'), 120)}"
+            else:
+                row += f"  expected {_inline(c.get('expected'), 120)}  got {_inline(c.get('got'), 120)}"
+                if c.get("error"):
+                    row += f"  error {_inline(c['error'], 200)}"
+            lines.append(row)
+        hidden = [c for c in rec.get("hidden_cases") or [] if isinstance(c, dict)]
+        if hidden:
+            lines.append(f"--- hidden tests: {sum(c.get('status') == 'passed' for c in hidden)}/{len(hidden)} passed ---")
+        return "\n".join(lines)
+
+
+def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """What the program itself wrote on the public tests, as ``(title, text, truncated)``; the
+    verifier's own runs and lines are left out.
+
+    The runs are told apart by their trace ids, which the grader and the verifier set (never the
+    program): ``<step>/public`` and ``<step>/public/from/<k>`` run a function task's program
+    under the verifier's driver, whose stdout is the verifier's result channel (nonce-tagged
+    lines) while the program's prints and errors go to stderr; ``<step>/public/<k>`` runs a stdio
+    task's program on test k (its stdout and stderr are the program's; shown for the first test
+    that did not pass, else test 0); ``/syntax`` (a compile check) and ``/checker/...`` (a
+    task's special judge) are not the program's."""
+    base = f"{rec['trace_id']}/public"
+    function_runs: list[dict[str, Any]] = []
+    stdio_runs: dict[int, dict[str, Any]] = {}
+    for run in rec.get("executions") or []:
+        tid = run.get("trace_id") if isinstance(run, dict) else None
+        if not isinstance(tid, str) or not (tid == base or tid.startswith(base + "/")):
+            continue
+        rest = tid[len(base) + 1 :]
+        if tid == base or rest.startswith("from/"):
+            function_runs.append(run)
+        elif rest.isdigit():
+            stdio_runs[int(rest)] = run
+    if function_runs:
+        text = "".join(str(r.get("stderr") or "") for r in function_runs)
+        truncated = any(r.get("stderr_truncated") for r in function_runs)
+        return [("program output (prints and errors, public tests)", text, truncated)] if text or truncated else []
+    if not stdio_runs:
+        return []
+    failed = [c.get("index") for c in rec.get("public_cases") or [] if isinstance(c, dict) and c.get("status") != "passed"]
+    shown = next((i for i in failed if i in stdio_runs), min(stdio_runs))
+    run = stdio_runs[shown]
+    out: list[tuple[str, str, bool]] = []
+    for name in ("stdout", "stderr"):
+        text, truncated = str(run.get(name) or ""), bool(run.get(f"{name}_truncated"))
+        if text or truncated:
+            out.append((f"{name} (public test {shown})", text, truncated))
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"…[{len(text) - limit} more chars]"
+
+
+def _inline(value: Any, limit: int) -> str:
+    """A value on one line of a table: text that spans lines (a stdio test's input or output) is
+    shown quoted, with its line breaks as ``\\n``."""
+    text = str(value)
+    return _cut(json.dumps(text, ensure_ascii=False) if "\n" in text or "\r" in text else text, limit)
+
+
+def audit(log: str | Path, top: int = 20, seed: int = 0) -> list[AuditEntry]:
+    """A seeded random sample of ``top`` episodes among those with the highest return: all at the
+    maximum when there are more than ``top`` of them, else filled from the next-highest returns.
+    Episodes that did not end, or ended by a sandbox failure, are left out."""
+    if top < 1:
+        raise ValueError(f"top: expected >= 1, got {top}")
+    by_return: dict[float, list[tuple[float, int, str, int]]] = {}
+    for ep in episodes(log, slim=True):
+        if ep.complete and ep.last.ended and not ep.last.rec.get("sandbox_error"):
+            by_return.setdefault(ep.ret, []).append((ep.ret, len(ep.steps), ep.last.file, ep.last.line))
+    rng = random.Random(seed)
+    chosen: list[tuple[float, int, str, int]] = []
+    for value in sorted(by_return, reverse=True):
+        group = by_return[value]
+        chosen += rng.sample(group, min(len(group), top - len(chosen)))
+        if len(chosen) >= top:
+            break
+    wanted: dict[str, dict[int, int]] = {}  # file -> line -> position in chosen
+    for i, (_, _, f, line) in enumerate(chosen):
+        wanted.setdefault(f, {})[line] = i
+    records: dict[int, dict[str, Any]] = {}
+    for f, lines in wanted.items():
+        for line, rec in numbered(Path(f)):
+            if line in lines:
+                records[lines[line]] = rec
+    return [AuditEntry(ret, n, f"{f}:{line}", records[i]) for i, (ret, n, f, line) in enumerate(chosen)]
+
+
+def format_audit(entries: list[AuditEntry]) -> str:
+    if not entries:
+        return "no finished episodes in the log"
+    blocks = [f"=== {i}/{len(entries)}  {e.render()}" for i, e in enumerate(entries, start=1)]
+    return "\n\n".join(blocks)
