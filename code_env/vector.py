@@ -2,8 +2,13 @@
 one shared executor in one batch per round — so they run side by side on every core.
 
 ``gym.make_vec("CodeExec-v0", num_envs=8)`` builds it (the spec's ``vector_entry_point``, which
-Gymnasium picks when no mode is named). It is a Gymnasium ``SyncVectorEnv``: same spaces, the same autoreset conventions (next-step by default;
-``autoreset_mode=...`` as a keyword of ``make_vec``), sub-env ``i`` seeded ``seed + i`` by ``reset(seed=seed)``.
+Gymnasium picks when no mode is named). It is a Gymnasium ``SyncVectorEnv``: same spaces, same
+conventions, but **same-step autoreset by default**: a finished sub-env is reset within the step
+that finished it (its last observation and info in ``info["final_obs"]``/``info["final_info"]``),
+so every step runs every program it is given — with Gymnasium's next-step default, every other
+step of a single-turn env would be a reset step that ignores its programs and rewards them 0.
+``autoreset_mode`` takes the enum or its name in any spelling (``"same_step"``, ``"SameStep"``,
+``"next_step"``, ``"disabled"``). Sub-env ``i`` is seeded ``seed + i`` by ``reset(seed=seed)``.
 What differs is ``step``: every sub-env's step is a sequence of verification rounds
 (``CodeExecEnv.step_rounds``); the rounds of all sub-envs are merged, so one ``run_many`` carries
 every program of the batch. Naming a mode gives Gymnasium's own classes, which step sub-envs
@@ -28,13 +33,28 @@ from .env import CodeExecEnv, StepResult
 from .grading import shared_sandbox
 
 
+def autoreset_mode_of(mode: str | AutoresetMode) -> AutoresetMode:
+    """``AutoresetMode`` from the enum, its value (``"SameStep"``) or its name in any case, with
+    ``_``, ``-`` or nothing between the words (``"same_step"``, ``"same-step"``, ``"SAME_STEP"``)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        key = mode.replace("_", "").replace("-", "").lower()
+        for m in AutoresetMode:
+            if key in (m.value.lower(), m.name.replace("_", "").lower()):
+                return m
+    names = ", ".join(repr(m.name.lower()) for m in AutoresetMode)
+    raise ValueError(f"autoreset_mode: expected one of {names} (or gymnasium.vector.AutoresetMode), got {mode!r}")
+
+
 class CodeExecVectorEnv(SyncVectorEnv):
     """``num_envs`` sub-environments sharing one executor; see the module docstring."""
 
     def __init__(self, num_envs: int = 8, *, executor: Runner | None = None, copy: bool = True,
-                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, **env_kwargs: Any) -> None:  # fmt: skip
+                 autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP, **env_kwargs: Any) -> None:  # fmt: skip
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
+        autoreset_mode = autoreset_mode_of(autoreset_mode)
         env_kwargs.pop("max_episode_steps", None)  # episodes end by their own budgets (max_turns)
         self.executor: Runner = executor if executor is not None else shared_sandbox(env_kwargs.get("backend", "auto"))
         make = partial(CodeExecEnv, executor=self.executor, **env_kwargs)

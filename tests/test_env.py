@@ -238,7 +238,7 @@ def test_reward_config_from_a_file(tmp_path: Path) -> None:
 
 def test_make_vec_batches_every_sub_env_into_one_run_many() -> None:
     runner = CountingRunner()
-    envs = gym.make_vec("CodeExec-v0", num_envs=8, executor=runner)
+    envs = gym.make_vec("CodeExec-v0", num_envs=8, executor=runner, autoreset_mode="next_step")
     assert type(envs).__name__ == "CodeExecVectorEnv"
     obs, info = envs.reset(seed=10)
     singles = [make() for _ in range(8)]
@@ -258,16 +258,25 @@ def test_make_vec_batches_every_sub_env_into_one_run_many() -> None:
     envs.close()
 
 
-def test_make_vec_same_step_autoreset_reports_final_info() -> None:
-    envs = gym.make_vec("CodeExec-v0", num_envs=2, executor=get_sandbox("process"),
-                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # fmt: skip
-    _, info = envs.reset(seed=0)
-    actions = tuple(BY_ID[p].reference_solution for p in info["problem_id"])
-    obs, rewards, term, _, info = envs.step(actions)
-    assert term.all() and rewards.tolist() == [1.0, 1.0]
-    assert list(info["final_info"]["reward_breakdown"]["tier"]) == ["all_tests", "all_tests"]
-    assert obs["turn"].tolist() == [0, 0]  # already the next episode's first observation
+@pytest.mark.parametrize("mode", [None, gym.vector.AutoresetMode.SAME_STEP, "same_step", "SameStep", "same-step"],
+                         ids=["default", "enum", "snake", "value", "kebab"])
+def test_make_vec_same_step_autoreset_by_default_never_drops_a_program(mode: object) -> None:
+    """Every step runs every program it is given: the default is same-step autoreset."""
+    kwargs = {} if mode is None else {"autoreset_mode": mode}
+    envs = gym.make_vec("CodeExec-v0", num_envs=2, executor=get_sandbox("process"), **kwargs)
+    obs, info = envs.reset(seed=0)
+    for _ in range(2):  # two episodes back to back: no reset step in between
+        actions = tuple(BY_ID[p].reference_solution for p in info["problem_id"])  # the next episode's, after a step
+        obs, rewards, term, _, info = envs.step(actions)
+        assert term.all() and rewards.tolist() == [1.0, 1.0]
+        assert list(info["final_info"]["reward_breakdown"]["tier"]) == ["all_tests", "all_tests"]
+        assert obs["turn"].tolist() == [0, 0]  # already the next episode's first observation
     envs.close()
+
+
+def test_make_vec_names_an_unknown_autoreset_mode() -> None:
+    with pytest.raises(ValueError, match=r"autoreset_mode: expected one of 'next_step', 'same_step', 'disabled'"):
+        gym.make_vec("CodeExec-v0", num_envs=2, executor=get_sandbox("process"), autoreset_mode="sometimes")
 
 
 @pytest.mark.slow
