@@ -55,7 +55,8 @@ WATCHED_DIRS = [Path("/tmp"), Path("/root"), Path("/etc"), Path("/home"), REPO, 
 
 
 # the sandboxes' own (host-side) temp dirs and pytest's come and go with them
-OURS = ("pytest-of-", "code-env-root-", "code-env-work-", "code-env-nsjail-", "code-env-uids-", "code-env-nobody-")
+OURS = ("pytest-of-", "code-env-root-", "code-env-work-", "code-env-nsjail-", "code-env-uids-", "code-env-nobody-",
+        "nsjail.")  # nsjail as a normal user keeps /tmp/nsjail.<uid>.root and .tmp of its own
 
 
 def run_uid(uid: int) -> bool:
