@@ -62,7 +62,8 @@ def _check(items: Items, grades: list[Any], episodes: list[Any]) -> None:
     """The env's reward is grade's for every episode, and the workload scores as it should."""
     assert episodes == grades
     for (task, code), reward in zip(items, grades, strict=True):
-        expected = 1.0 if code == task.reference_solution else -1.0 if code == WRONG[0] else 0.0
+        no_attempt = code_env.RewardConfig().no_attempt  # nothing at all is no attempt
+        expected = 1.0 if code == task.reference_solution else -1.0 if code == WRONG[0] else no_attempt
         assert reward == expected, (task.problem_id, code[:40], reward)
 
 

@@ -98,12 +98,12 @@ def test_nsjail_run_many(benchmark: Any, nsjail_sb: Sandbox, program: str) -> No
 
 
 def bare_nsjail_command(backend: NsjailBackend, code: str) -> list[str]:
-    """nsjail with the backend's own mounts and namespaces, running ``python -c CODE``: what the
-    backend costs on top of the binary itself."""
-    uid = str(backend.uids[0])
-    return [backend.binary, "-Mo", "-Q", "--disable_clone_newuser", "-u", uid, "-g", uid,
+    """nsjail with the backend's own mounts and namespaces (its config file), running
+    ``python -c CODE``: what the backend costs on top of the binary itself."""
+    ids = ["--disable_clone_newuser", "-u", str(backend.uids[0]), "-g", str(backend.uids[0])] if backend.uids else []
+    return [backend.binary, "-C", backend._config, "-Mo", "-Q", *ids, "-H", "sandbox", "--disable_proc",
             "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
-            *backend._mounts, "--", sys.executable, "-c", code]  # fmt: skip
+            "--", sys.executable, "-c", code]  # fmt: skip
 
 
 @pytest.mark.nsjail
