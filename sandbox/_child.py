@@ -138,6 +138,11 @@ def prepare_interpreter(workdir: str) -> None:
     ours = ("sandbox", "_child", "_linux", "_monitor", "_seccomp", "_zygote", "_template", "_paths")
     for name in [m for m in sys.modules if m.split(".")[0] in ours]:
         del sys.modules[name]  # still alive where they are used; just not importable by name
+    # an editable install's import hook (it maps the project's packages to the host's checkout,
+    # which the jail does not hold): a program sees no trace of the project, as in a fresh python
+    sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
+    sys.path_importer_cache.clear()
 
 
 def seed_random(seed: int) -> None:

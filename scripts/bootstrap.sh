@@ -48,9 +48,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import 
     # torch before stable-baselines3: an unpinned torch would pull a multi-GB CUDA build
     "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
         >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
-    # compat mode: a plain path entry instead of an import-hook finder, which would cost every
-    # Python started from this venv (workers, nsjail runs, subprocesses) ~20 ms of start-up
-    "$VPY" -m pip install -q -e "$ROOT[dev]" --config-settings editable_mode=compat \
+    # an ordinary (PEP 660) editable install; the sandbox's jails never see its import hook
+    "$VPY" -m pip install -q -e "$ROOT[dev]" \
         >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
     echo "$want" >"$stamp"
 fi
