@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import multiprocessing.util
+import os
 import random
 import time
 from collections.abc import Generator, Sequence
@@ -28,6 +31,7 @@ from registry.sampling import Curriculum, sample_stratified
 from registry.verify import CaseResult, Job, Runner, Verification
 
 from ._errors import first_error
+from ._textimage import GREEN, RED, text_image
 from .grading import (
     Rounds,
     RunSummary,
@@ -137,6 +141,23 @@ def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: R
     return obs
 
 
+_closed_at_exit: set[tuple[int, int]] = set()  # (pid, id) of the shared sandboxes already registered
+
+
+def default_executor(backend: str) -> Runner:
+    """The executor of an env given none: the process-wide sandbox of ``backend``
+    (``grading.shared_sandbox``). In a multiprocessing worker (``AsyncVectorEnv``, SB3's
+    ``SubprocVecEnv``) it is also closed when the worker ends, before the worker is joined — so the
+    vector env's ``close()`` returns with no sandbox process of its workers left, rather than
+    leaving them to notice, a moment later, that their parent is gone."""
+    sandbox = shared_sandbox(backend)
+    key = (os.getpid(), id(sandbox))
+    if multiprocessing.parent_process() is not None and key not in _closed_at_exit:
+        _closed_at_exit.add(key)
+        multiprocessing.util.Finalize(None, sandbox.close, exitpriority=10)
+    return sandbox
+
+
 def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dict[str, Task]) -> Task | None:
     """The task that ``reset(options={"problem_id": ...})`` asks for (None: draw one); unknown
     options and ids are errors, the latter with a "did you mean"."""
@@ -157,8 +178,57 @@ def task_fingerprint(task: Task) -> str:
 
 
 def task_prompt(task: Task) -> str:
-    """What the agent reads: the task's prompt, and its starter code when it has one."""
-    return _clip(task.prompt + (f"\n\n```python\n{task.starter_code}```\n" if task.starter_code.strip() else ""))
+    """What the agent reads: the task's prompt, and its starter code when it has one that the
+    prompt does not already hold (a HumanEval prompt *is* its starter code: shown once)."""
+    starter = task.starter_code.strip()
+    if not starter or starter in task.prompt:
+        return _clip(task.prompt)
+    return _clip(f"{task.prompt}\n\n```python\n{task.starter_code.rstrip()}\n```\n")
+
+
+RENDER_PROMPT_LINES = 20
+RENDER_STDERR_LINES = 10
+RENDER_FAILURES = 3
+RENDER_TRACEBACK_LINES = 6
+
+
+def check_render_mode(render_mode: str | None, modes: Sequence[str]) -> str | None:
+    """``render_mode`` if it is one of ``modes`` or None, else a ``ValueError`` naming them."""
+    if render_mode is not None and render_mode not in modes:
+        raise ValueError(f"render_mode: expected one of {list(modes)} or None, got {render_mode!r}")
+    return render_mode
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _one_line(text: str | None, n: int = 60) -> str:
+    """A value of a test case on one line: as is, or quoted with escapes when it spans lines."""
+    text = "" if text is None else text
+    return _short(text if text.isprintable() else repr(text), n)
+
+
+def failing_tests(cases: Sequence[CaseResult]) -> list[str]:
+    """What ``render`` says about the failing public tests: at most ``RENDER_FAILURES`` of them,
+    one line each (input, then expected and got, or the error's first line), and the last lines
+    of the first traceback (they end with the exception)."""
+    failing = [c for c in cases if not c.passed]
+    lines: list[str] = []
+    traceback_shown = False
+    for c in failing[:RENDER_FAILURES]:
+        head = f"test {c.index + 1} {c.status}: input {_one_line(c.input)}"
+        if c.status == "failed" and c.error is None:
+            lines.append(f"{head} -> expected {_one_line(c.expected)}, got {_one_line(c.got)}")
+        else:
+            error = (c.error or "").strip().splitlines()
+            lines.append(f"{head} -> {_short(error[0], 120) if error else c.status}")
+        if c.traceback and not traceback_shown:
+            traceback_shown = True
+            lines += ["    " + _short(t, 150) for t in c.traceback.rstrip("\n").splitlines()[-RENDER_TRACEBACK_LINES:]]
+    if len(failing) > RENDER_FAILURES:
+        lines.append(f"... and {len(failing) - RENDER_FAILURES} more failing tests")
+    return lines
 
 
 class Evaluation(BaseModel):
@@ -195,7 +265,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     the episode with the ``budget_exhausted`` reward; a non-string raises ``TypeError``.
 
     ## Observation space
-    A ``Dict``: ``prompt`` (the task, with its starter code), ``stdout``, ``stderr`` (of the first
+    A ``Dict``: ``prompt`` (the task, with its starter code unless the prompt already holds it,
+    as a HumanEval prompt does), ``stdout``, ``stderr`` (of the first
     failing public run, else the first; for function tasks the program's prints are on stderr),
     ``feedback`` (JSON list of the public tests: input, expected, got, error), ``exit_code``,
     ``timeout``, ``oom``, ``syntax_error`` (0/1), ``public_passed``, ``public_total``, ``turn``.
@@ -203,6 +274,10 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ``env.unwrapped.last_timing`` and the log; ``timing_in_observation=True`` adds it to the observation, which
     then no longer follows from the seed (wall-clock time is noise).
     Hidden tests never show: only their counts, in ``info["reward_breakdown"]``.
+    Text fields flatten (``gymnasium.wrappers.FlattenObservation``) to ``ord(c) + 1`` per character,
+    zero-padded to ``2**20`` each: about 4.2 million integers per observation. They have no array
+    ``shape``: Stable-Baselines3 and other libraries that need numeric spaces stop with a
+    ``TypeError`` that points to ``CodeExecTokens-v0``.
 
     ## Rewards (``RewardConfig``, defaults)
     Single-turn: syntax error -1, timeout -0.5, OOM -0.5, no attempt (nothing defined, no entry
@@ -226,12 +301,16 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
     (uniform | difficulty | curriculum), ``max_turns``, budgets, ``reward`` (``RewardConfig`` or
     a file), ``backend``, ``timeout_s``/``memory_mb`` overrides, ``log_dir``/``log_every``, and
-    ``executor`` (anything with ``run_many``, shared between environments). See ``EnvConfig``.
+    ``executor`` (anything with ``run_many``, shared between environments), ``render_mode``
+    (``"ansi"``: text; ``"rgb_array"``: that text as a 480 x 240 image; see ``render``). See
+    ``EnvConfig``.
 
     ## Version history
     v0: first release; since then the reward gained the ``no_attempt`` and ``tampered`` tiers, the
     judge of the reward config, and per-test limits measured by the sandbox (one per-test limit
-    per run, resumed after each answer).
+    per run, resumed after each answer); ``render_mode="rgb_array"``; ``render()`` shows the failing
+    public tests and their errors; a HumanEval prompt shows its code once (it was twice, as prompt
+    and as starter code).
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")
@@ -242,7 +321,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     (1.0, True, 'all_tests')
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
 
     def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, executor: Runner | None = None,
                  reward: RewardConfig | str | Path | None = None, render_mode: str | None = None,
@@ -260,14 +339,12 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             self.config = EnvConfig(tasks=name, reward=reward or RewardConfig(), **options)
         except ValidationError as exc:
             raise ValueError(f"CodeExec-v0: {first_error(exc)}") from None
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.tasks: list[Task] = task_list if task_list is not None else registry.load(name, **self.config.task_params)
         if not self.tasks:
             raise ValueError(f"task set {name!r} is empty")
         self._by_id = {t.problem_id: t for t in self.tasks}
-        self.executor: Runner = executor if executor is not None else shared_sandbox(self.config.backend)
+        self.executor: Runner = executor if executor is not None else default_executor(self.config.backend)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
         self.logger = TrajectoryLogger(self.config.log_dir, every=self.config.log_every) if self.config.log_dir else None
         self.action_space = AnyText(self.config.max_action_chars)
@@ -282,6 +359,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._best_passed = 0
         self._bonus_paid = 0.0
         self._obs: dict[str, Any] | None = None
+        self._cases: list[CaseResult] = []  # the last turn's public tests, for render()
         self._transitions: list[tuple[State, float]] = []
         self.last_timing: dict[str, Any] = {}
 
@@ -453,6 +531,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     def _observation(self, pub: Verification | None, summary: RunSummary | None) -> dict[str, Any]:
         turn = self._turn + (1 if pub is not None else 0)
         cases = pub.cases if pub is not None else None
+        self._cases = list(cases or [])
         return make_observation(self._prompt(), cases, summary, turn, timing=self.config.timing_in_observation)
 
     def evaluate(self, programs: Sequence[str], problem_id: str | None = None) -> list[Evaluation]:
@@ -505,13 +584,42 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     # ---------------------------------------------------------------------------- misc
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._obs is None:
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: the text below; ``"rgb_array"``: the same text as an image (80 x 24
+        characters, 480 x 240 pixels, the first line green when every public test passed, else
+        red); ``None``: nothing. After ``reset``: the task and the start of its prompt. After a
+        step: the public tests passed, exit code, timeout/OOM/syntax error, then each failing test
+        (at most 3: its input, expected and got, or its error, and the end of the first
+        traceback), then the end of stderr (where a function task's prints go)."""
+        if self.render_mode is None or self._obs is None:
             return None
+        lines = self.render_lines()
+        if self.render_mode == "ansi":
+            return "\n".join(lines) + "\n"
         o = self._obs
-        return (f"turn {int(o['turn'])}: {int(o['public_passed'])}/{int(o['public_total'])} public tests, "
-                f"exit {int(o['exit_code'])}{' TIMEOUT' if o['timeout'] else ''}{' OOM' if o['oom'] else ''}\n"
-                f"{o['stderr'][-2000:]}")  # fmt: skip
+        passed = int(o["public_total"]) > 0 and int(o["public_passed"]) == int(o["public_total"])
+        return text_image(lines, [GREEN if passed else RED] if int(o["turn"]) > 0 else None)
+
+    def render_lines(self) -> list[str]:
+        """The lines ``render`` shows (for any ``render_mode``)."""
+        if self._obs is None or self._task is None:
+            return []
+        o = self._obs
+        if int(o["turn"]) == 0:
+            prompt = o["prompt"].splitlines()
+            more = [f"... ({len(prompt) - RENDER_PROMPT_LINES} more lines)"] if len(prompt) > RENDER_PROMPT_LINES else []
+            return [f"{self._task.problem_id}, turn 0: no program yet", *prompt[:RENDER_PROMPT_LINES], *more]
+        flags = "".join(f" {name}" for name, key in (("SYNTAX ERROR", "syntax_error"), ("TIMEOUT", "timeout"),
+                                                    ("OOM", "oom")) if o[key])  # fmt: skip
+        lines = [f"{self._task.problem_id}, turn {int(o['turn'])}: {int(o['public_passed'])}/{int(o['public_total'])} "
+                 f"public tests passed, exit {int(o['exit_code'])}{flags}"]  # fmt: skip
+        lines += failing_tests(self._cases)
+        stderr = o["stderr"].rstrip("\n").splitlines()
+        if stderr:
+            cut = len(stderr) > RENDER_STDERR_LINES
+            lines.append(f"stderr{f' (last {RENDER_STDERR_LINES} of {len(stderr)} lines)' if cut else ''}:")
+            lines += ["  " + _short(line, 200) for line in stderr[-RENDER_STDERR_LINES:]]
+        return lines
 
     def close(self) -> None:
         if self.logger is not None:

@@ -18,8 +18,9 @@ import registry
 from registry import Task
 from registry.verify import Runner
 
-from .env import requested_task
-from .grading import grade, shared_sandbox
+from ._textimage import GREEN, RED, text_image
+from .env import check_render_mode, default_executor, requested_task
+from .grading import grade
 from .reward import RewardConfig
 
 #: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
@@ -129,11 +130,12 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     seed=task_seed, difficulty=difficulty)``. ``max_tokens`` (length budget, default 16; raise it
     for difficulty > 2), ``reward`` (``RewardConfig``, file path, or None for the defaults),
     ``executor`` (anything with ``run_many``; default the process-wide sandbox of ``backend``,
-    ``"auto"``), ``render_mode`` (``"ansi"`` or None). ``reset(options={"problem_id": ...})``
+    ``"auto"``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``). ``reset(options={"problem_id": ...})``
     picks a task of the pool; otherwise ``reset`` draws one uniformly with ``self.np_random``.
 
     ## Version history
-    v0: first release.
+    v0: first release; since then ``render_mode="rgb_array"`` (which Stable-Baselines3 asks for
+    when it makes the env from its id).
 
     >>> import gymnasium as gym, code_env
     >>> from code_env.tokens import END, tokenize
@@ -147,7 +149,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     ('7 * x', 1.0, True, 'all_tests')
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
 
     def __init__(self, *, difficulty: int | None = 1, n_tasks: int = 200, task_seed: int = 0,
                  max_tokens: int = 16, executor: Runner | None = None,
@@ -159,14 +161,12 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             reward = RewardConfig.from_file(reward)
         if reward is not None and not isinstance(reward, RewardConfig):
             raise TypeError(f"reward: expected a RewardConfig, a file path or None, got {type(reward).__name__}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode: expected one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.reward_config = reward or RewardConfig()
         self.max_tokens = max_tokens
         self.tasks: list[Task] = registry.load("synthetic:arith", n=n_tasks, seed=task_seed, difficulty=difficulty)
         self._by_id = {t.problem_id: t for t in self.tasks}
-        self.executor: Runner = executor if executor is not None else shared_sandbox(backend)
+        self.executor: Runner = executor if executor is not None else default_executor(backend)
         self.n_examples = max(len(t.public_tests) for t in self.tasks)
         n_ex = EXAMPLE_FEATURES * self.n_examples
         low = np.concatenate([np.tile(np.array([0, -1, -1, -1, -1], np.float32), self.n_examples),
@@ -179,6 +179,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._examples = np.zeros(n_ex, np.float32)
         self._tokens: list[int] = []
         self._done = True
+        self._last_reward: float | None = None  # the episode's grade, for render()
 
     @property
     def task(self) -> Task | None:
@@ -202,6 +203,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._task = task
         self._tokens = []
         self._done = False
+        self._last_reward = None
         ex = np.zeros((self.n_examples, EXAMPLE_FEATURES), np.float32)
         for k, case in enumerate(task.public_tests):
             (log_x, lin_x), (log_y, lin_y) = _encode(case.args[0] if case.args else None), _encode(case.expected)
@@ -235,7 +237,8 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         if g.reward is None:
             info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
             return self._observation(), 0.0, False, True, info
-        return self._observation(), round(float(g.reward), 6), True, False, info
+        self._last_reward = round(float(g.reward), 6)
+        return self._observation(), self._last_reward, True, False, info
 
     def _observation(self) -> np.ndarray:
         obs = np.zeros(self._size, np.float32)
@@ -247,7 +250,18 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
 
     # ---------------------------------------------------------------------------- misc
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._task is None:
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: ``problem_id: f(x) = <expression>`` (`` <end>`` once graded);
+        ``"rgb_array"``: that line, the public examples and the budget used, as a 240 x 100 image
+        (40 x 10 characters; the expression green once it earned 1.0, red once graded lower);
+        ``None``: nothing."""
+        if self.render_mode is None or self._task is None:
             return None
-        return f"{self._task.problem_id}: f(x) = {expression(self._tokens)}{' <end>' if self._done else ''}\n"
+        line = f"{self._task.problem_id}: f(x) = {expression(self._tokens)}{' <end>' if self._done else ''}"
+        if self.render_mode == "ansi":
+            return line + "\n"
+        examples = [f"  f({c.args[0] if c.args else '?'}) = {c.expected}" for c in self._task.public_tests]
+        lines = [f"{self._task.problem_id}", line.split(": ", 1)[1], "examples:", *examples,
+                 f"tokens: {len(self._tokens)} of {self.max_tokens}"]  # fmt: skip
+        color = None if self._last_reward is None else GREEN if self._last_reward >= 1.0 else RED
+        return text_image(lines, [None, color], columns=40, rows=10)

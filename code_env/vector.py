@@ -13,7 +13,8 @@ What differs is ``step``: every sub-env's step is a sequence of verification rou
 (``CodeExecEnv.step_rounds``); the rounds of all sub-envs are merged, so one ``run_many`` carries
 every program of the batch. Naming a mode gives Gymnasium's own classes, which step sub-envs
 without batching them: ``"sync"`` one after another in this process (each step's public and
-hidden runs still side by side), ``"async"`` one process per sub-env, each with its own sandbox.
+hidden runs still side by side), ``"async"`` one process per sub-env, each with its own sandbox
+(closed as the worker exits, so ``close()`` leaves no process behind).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from gymnasium.vector.utils import concatenate, iterate
 
 from registry.verify import Job, Runner, Verification, verify_many
 
-from .env import CodeExecEnv, StepResult
-from .grading import shared_sandbox
+from .env import CodeExecEnv, StepResult, default_executor
 
 
 def autoreset_mode_of(mode: str | AutoresetMode) -> AutoresetMode:
@@ -56,7 +56,7 @@ class CodeExecVectorEnv(SyncVectorEnv):
             raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
         autoreset_mode = autoreset_mode_of(autoreset_mode)
         env_kwargs.pop("max_episode_steps", None)  # episodes end by their own budgets (max_turns)
-        self.executor: Runner = executor if executor is not None else shared_sandbox(env_kwargs.get("backend", "auto"))
+        self.executor: Runner = executor if executor is not None else default_executor(env_kwargs.get("backend", "auto"))
         make = partial(CodeExecEnv, executor=self.executor, **env_kwargs)
         super().__init__([make] * num_envs, copy=copy, autoreset_mode=autoreset_mode)
 

@@ -1,23 +1,41 @@
-"""CodeExec-v0: spaces and check_env, seeding, single- and multi-turn episodes, every budget,
-vector envs (batched, sync, async), the batched evaluation API, trajectory logs, and misuse."""
+"""CodeExec-v0: spaces (text flattening, the async shared memory) and check_env, seeding, single-
+and multi-turn episodes, every budget, rendering (text and image) and the prompt, vector envs
+(batched, sync, async: no process outlives close), the batched evaluation API, trajectory logs, and
+misuse. Stable-Baselines3: tests/test_sb3.py."""
 
 from __future__ import annotations
 
+import copy
+import doctest
+import importlib
 import json
+import pickle
 import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 from gymnasium.error import ResetNeeded
+from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
 from gymnasium.utils.env_checker import check_env
+from gymnasium.vector.utils import (
+    batch_space,
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
+from gymnasium.wrappers import FlattenObservation
 
 import code_env
+import code_env.env
 import registry
 from code_env import CodeExecEnv, evaluate
-from code_env.spaces import AnyText
+from code_env._textimage import GREEN, RED
+from code_env.env import task_prompt
+from code_env.spaces import AnyText, SharedTexts
 from registry import Task
 
 from .conftest import BACKENDS, CountingRunner, get_sandbox
@@ -56,6 +74,53 @@ def test_any_text_space() -> None:
     assert all(space.contains(space.sample()) for _ in range(50))
     with pytest.raises(ValueError, match="max_length: expected an int >= 0"):
         AnyText(-1)
+
+
+@pytest.mark.parametrize("text", ["", "print('λ → 中')\n\t", "\udcff\x00 binary", "\x00", "🙂" * 50],
+                         ids=["empty", "unicode", "surrogate-and-nul", "nul", "full"])
+def test_any_text_flattens_to_character_codes_and_back(text: str) -> None:
+    space = AnyText(50)
+    flat = flatten(space, text)
+    assert flatdim(space) == 50 and flatten_space(space).contains(flat)
+    assert unflatten(space, flat) == text
+    pair = gym.spaces.Tuple((space, gym.spaces.Discrete(2)))  # inside another space, too
+    assert unflatten(pair, flatten(pair, (text, 1))) == (text, 1)
+    with pytest.raises(ValueError, match="expected a str of at most 50 characters, got a str of 51"):
+        flatten(space, "x" * 51)
+    with pytest.raises(ValueError, match=r"character codes are 1\.\.1114112"):
+        unflatten(space, np.full(50, -3, dtype=np.int32))
+
+
+def test_shared_texts_the_async_shared_memory_of_a_text_space() -> None:
+    space = AnyText(10)
+    shared = create_shared_memory(space, n=3)
+    view = read_from_shared_memory(space, shared, n=3)
+    assert isinstance(view, SharedTexts) and list(view) == ["", "", ""]
+    for i, text in enumerate(["λ\x00", "\udcff→", "x" * 10]):
+        write_to_shared_memory(space, i, text, shared)
+    assert view[0] == "λ\x00" and view[1:] == ("\udcff→", "x" * 10) and view == ["λ\x00", "\udcff→", "x" * 10]
+    assert batch_space(space, 3).contains(view)  # a live view (copy=False) is a batch like any other
+    snapshot = copy.deepcopy({"prompt": view})["prompt"]  # what copy=True hands out
+    write_to_shared_memory(space, 0, "", shared)
+    assert snapshot == ("λ\x00", "\udcff→", "x" * 10) and view[0] == ""
+    with pytest.raises(RuntimeError, match="through inheritance"):  # only into a process being started
+        pickle.dumps(view)
+    view.close()
+
+
+def test_flatten_observation_wraps_the_env() -> None:
+    env = FlattenObservation(make())
+    inner = env.unwrapped.observation_space
+    assert env.observation_space.shape == (flatdim(inner),) and flatdim(inner) > 4 * code_env.env.MAX_TEXT_CHARS
+    obs, _ = env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    assert env.observation_space.contains(obs)
+    assert unflatten(inner, obs)["prompt"] == task_prompt(EVENS)
+    program = "import sys\nprint('λ\\x00 →', file=sys.stderr)\n" + EVENS.reference_solution
+    obs, reward, terminated, _, _ = env.step(program)
+    assert env.observation_space.contains(obs) and terminated and reward == 1.0
+    back = unflatten(inner, obs)
+    assert inner.contains(back) and "λ\x00 →" in back["stderr"] and int(back["public_passed"]) == 3
+    env.close()
 
 
 @pytest.mark.parametrize(
@@ -233,6 +298,55 @@ def test_reward_config_from_a_file(tmp_path: Path) -> None:
     assert env.step("def f(:\n")[1] == -2.0
 
 
+# ---------------------------------------------------------------------------- render, prompt
+
+
+def test_render_shows_why_the_failing_tests_failed() -> None:
+    env = make(render_mode="ansi")
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    start = env.render()
+    assert isinstance(start, str) and "turn 0" in start and "sum_of_evens" in start
+    env.step("def sum_of_evens(nums):\n    print('looking')\n    return nums[10]\n")
+    text = env.render()
+    assert isinstance(text, str)
+    assert "0/3 public tests passed, exit 0" in text  # the run itself exited 0: only the tests say why
+    assert "test 1 error: input [1, 2, 3, 4] -> IndexError: list index out of range" in text
+    assert "return nums[10]" in text and "looking" in text  # the traceback's end, the prints
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    env.step(WRONG_EVENS)
+    assert "test 1 failed: input [1, 2, 3, 4] -> expected 6, got 10" in env.render()  # type: ignore[operator]
+
+
+def test_render_rgb_array_is_the_same_text_as_an_image() -> None:
+    env = make(render_mode="rgb_array")
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    frames = [env.render()]
+    env.step("def sum_of_evens(nums):\n    return nums[10]\n")
+    frames.append(env.render())
+    env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    env.step(EVENS.reference_solution)
+    frames.append(env.render())
+    for frame in frames:
+        assert isinstance(frame, np.ndarray) and frame.shape == (240, 480, 3) and frame.dtype == np.uint8
+    header = [f[:10] for f in frames]  # the first text row: red while a public test fails, then green
+    assert (header[1] == RED).all(axis=-1).any() and not (header[1] == GREEN).all(axis=-1).any()
+    assert (header[2] == GREEN).all(axis=-1).any() and not (header[2] == RED).all(axis=-1).any()
+    assert make().render() is None
+
+
+def test_a_humaneval_prompt_appears_once() -> None:
+    env = make(tasks="humaneval")
+    for pid in ("HumanEval/0", "HumanEval/14", "HumanEval/163"):
+        obs, _ = env.reset(seed=0, options={"problem_id": pid})
+        task = env.task
+        assert task is not None and task.starter_code.strip() in task.prompt  # the prompt is the stub
+        assert obs["prompt"].count(task.prompt.strip()) == 1
+        assert obs["prompt"].count(f"def {task.entry_point}(") == 1
+    # a prompt in words still shows the starter code after it
+    obs, _ = make().reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    assert obs["prompt"].startswith(EVENS.prompt) and EVENS.starter_code.strip() in obs["prompt"]
+
+
 # ------------------------------------------------------------------------------ vector envs
 
 
@@ -277,6 +391,47 @@ def test_make_vec_same_step_autoreset_by_default_never_drops_a_program(mode: obj
 def test_make_vec_names_an_unknown_autoreset_mode() -> None:
     with pytest.raises(ValueError, match=r"autoreset_mode: expected one of 'next_step', 'same_step', 'disabled'"):
         gym.make_vec("CodeExec-v0", num_envs=2, executor=get_sandbox("process"), autoreset_mode="sometimes")
+
+
+def _alive(p: psutil.Process) -> str | None:
+    """``name (parent pid)`` of a live process, None for one that is gone (or a zombie)."""
+    try:
+        return None if p.status() == psutil.STATUS_ZOMBIE else f"{p.name()} (parent {p.ppid()})"
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _children() -> dict[int, str]:
+    return {p.pid: about for p in psutil.Process().children(recursive=True) if (about := _alive(p))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", [None, "forkserver"], ids=["default-context", "forkserver"])
+def test_async_vector_env_shows_the_text_and_leaves_no_process_behind(context: str | None) -> None:
+    """Text observations cross from the workers (fork: inherited; forkserver: descriptors passed),
+    and close() leaves nothing: no helper of the shared memory, no sandbox of a worker."""
+    single = make()
+
+    def cycle() -> list[psutil.Process]:
+        envs = gym.make_vec("CodeExec-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"context": context})
+        obs, info = envs.reset(seed=0)
+        assert list(obs["prompt"]) == [task_prompt(BY_ID[p]) for p in info["problem_id"]]
+        assert list(obs["prompt"]) == [single.reset(seed=i)[0]["prompt"] for i in range(2)]
+        obs, *_ = envs.step(("print('λ\\x00 →')\n",) * 2)
+        assert all("λ\x00 →" in out + err for out, err in zip(obs["stdout"], obs["stderr"], strict=True))
+        assert envs.observation_space.contains(obs)
+        workers = [psutil.Process(p.pid) for p in envs.unwrapped.processes]  # type: ignore[attr-defined]
+        their_sandboxes = [c for w in workers for c in w.children(recursive=True)]
+        assert their_sandboxes  # each worker runs programs in its own sandbox
+        envs.close()
+        return their_sandboxes
+
+    cycle()  # what lives as long as this process: its own sandbox (the spaces' dummy env), a forkserver
+    before = _children()
+    left = {p.pid: about for _ in range(3) for p in cycle() if (about := _alive(p))}
+    after = _children()
+    assert len(after) == len(before), {pid: after[pid] for pid in after.keys() - before.keys()}
+    assert not left, left  # a worker's sandbox ends with the worker, not a moment after it
 
 
 @pytest.mark.slow
@@ -367,6 +522,12 @@ def test_inline_task_lists_and_generated_sets() -> None:
         make(tasks=[1, 2])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize("module", ["code_env.env", "code_env.spaces", "code_env._textimage"])
+def test_docstring_examples_run(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_public_api_lists_the_env() -> None:
     assert {"CodeExecEnv", "EnvConfig", "Evaluation", "evaluate", "AnyText"} <= set(code_env.__all__)
 
@@ -380,8 +541,9 @@ def test_a_vector_env_stacks_a_sandbox_failure_beside_ordinary_results() -> None
         env.reset(seed=0, options={"problem_id": pid})
     _, rewards, term, trunc, info = envs.step((EVENS.reference_solution,) * 3)
     assert rewards.tolist() == [1.0, 0.0, 1.0] and term.tolist() == [True, False, True] and trunc.tolist() == [False, True, False]
-    assert info["sandbox_error"][0] is None and "checker failed" in info["sandbox_error"][1]
-    assert info["reward_breakdown"]["_reward"].tolist() == [True, False, True]  # no reward where the sandbox failed
+    final = info["final_info"]  # every sub-env ended: same-step autoreset moved their step infos here
+    assert final["sandbox_error"][0] is None and "checker failed" in final["sandbox_error"][1]
+    assert final["reward_breakdown"]["_reward"].tolist() == [True, False, True]  # no reward where the sandbox failed
     envs.close()
 
 

@@ -17,6 +17,7 @@ import code_env
 import code_env.tokens
 import registry
 from code_env import RewardConfig
+from code_env._textimage import GREEN, RED
 from code_env.tokens import END, VOCAB, CodeExecTokensEnv, expression, program, tokenize
 
 from .conftest import get_sandbox
@@ -222,6 +223,24 @@ def test_render() -> None:
     env.step(VOCAB.index("7"))
     assert env.render() == f"{SEVEN_X}: f(x) = 7\n"
     assert make().render() is None
+
+
+def test_render_rgb_array_one_frame_size_coloured_by_the_grade() -> None:
+    env = make(render_mode="rgb_array")
+    env.reset(options={"problem_id": SEVEN_X})
+    first = env.render()
+    assert isinstance(first, np.ndarray) and first.shape == (100, 240, 3) and first.dtype == np.uint8
+    frames = [first]
+    for action in [*tokenize("7 * x"), END]:
+        env.step(action)
+        frames.append(env.render())
+    assert all(f.shape == first.shape for f in frames) and not np.array_equal(frames[0], frames[-1])
+    expression_row = frames[-1][10:20]  # the second text row: f(x) = 7 * x <end>
+    assert (expression_row == GREEN).all(axis=-1).any()  # graded 1.0
+    env.reset(options={"problem_id": SEVEN_X})
+    for action in [*tokenize("x"), END]:
+        env.step(action)
+    assert (env.render()[10:20] == RED).all(axis=-1).any()  # graded lower
 
 
 def test_docstring_example_runs() -> None:
