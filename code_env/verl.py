@@ -1,0 +1,170 @@
+"""verl: ``compute_score`` for verl's per-sample reward managers (``naive``, ``prime``, ``dapo``)
+and ``compute_score_batch`` for its ``batch`` reward manager, as a ``custom_reward_function``::
+
+    custom_reward_function.path=pkg://code_env          # or the path of this file (see below)
+    custom_reward_function.name=compute_score
+    # the batch form, every sample of a step in one sandbox batch:
+    reward_model.reward_manager=batch
+    custom_reward_function.name=compute_score_batch
+
+verl calls ``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...,
+**reward_kwargs)`` per sample, and ``compute_score_batch(data_sources=..., solution_strs=...,
+ground_truths=..., extra_infos=..., **reward_kwargs)`` once per batch, where ``reward_kwargs`` are
+``custom_reward_function.reward_kwargs`` from the config (and whatever else a verl version adds:
+unknown keywords are ignored). The dataset's ``reward_model.ground_truth`` is the problem id (or a
+whole ``Task`` as JSON), ``data_source`` the task set (a name or a ``.jsonl`` path, used when the id
+alone names no task).
+
+This module imports ``code_env`` absolutely, so verl may also load it by its file path
+(``python -c "import code_env.verl as m; print(m.__file__)"``), as versions without ``pkg://`` do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+import registry
+from code_env._errors import first_error
+from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task, reward_config
+from code_env.grading import Grade, grade_many, shared_sandbox
+from code_env.reward import RewardConfig
+from registry import Task
+from registry.verify import Runner
+
+log = logging.getLogger(__name__)
+
+SANDBOX_ERROR_SCORE = 0.0
+"""The score of a sample the sandbox failed to run (twice): verl cannot skip a sample, so it gets
+this neutral value (the reward of a plain wrong answer) and, in the dict form, ``sandbox_error``."""
+
+Score = float | dict[str, Any]
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: str | None, extra_info: Mapping[str, Any] | None = None,
+                  **kwargs: Any) -> Score:  # fmt: skip
+    """verl's per-sample reward function: ``grade``'s reward for the program in ``solution_str``.
+
+    ``ground_truth``: the problem id (``registry.resolve``: a generated id regenerates its task; an
+    id of the set ``data_source`` names is looked up there), or a whole ``Task`` as JSON; when it
+    is None, ``extra_info["problem_id"]``. An id that names no task raises
+    ``registry.UnknownTaskError`` (a broken dataset, never a zero).
+
+    Keywords (``custom_reward_function.reward_kwargs``; unknown ones are ignored, verl adds its own):
+
+    * ``config``: the reward configuration, tiers and judge: a ``RewardConfig``, a mapping of its
+      fields, or the path of a TOML/JSON reward file; per sample, ``extra_info["reward_config"]``
+      (a mapping or a path) takes precedence;
+    * ``return_dict`` (False): verl's dict form, ``score`` and the breakdown: ``tier``, ``acc``
+      (1.0 when every test passed), ``public_passed``, ``public_total``, ``hidden_passed``,
+      ``hidden_total``, ``reward_before_judge``, ``sandbox_error`` (bool), ``explanation`` — the
+      same keys for every sample, which verl's reward managers collect into ``reward_extra_info``;
+    * ``join_prompt`` ("auto"): a base model's response continues the task's prompt; see
+      ``code_env.adapters.program_of``;
+    * ``sandbox_error_score`` (``SANDBOX_ERROR_SCORE``, 0.0): the score of a sample the sandbox
+      failed to run twice — never an exception, since verl cannot skip a sample; logged, and
+      ``sandbox_error: True`` in the dict form;
+    * ``backend`` ("auto") or ``sandbox`` (any runner with ``run_many``): where programs run.
+    """
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]
+
+
+def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[str | None],
+                        extra_infos: Sequence[Mapping[str, Any] | None] | None = None, **kwargs: Any) -> list[Score]:  # fmt: skip
+    """verl's batch reward function (``reward_model.reward_manager=batch``): one score per sample,
+    every program of the batch graded in one ``grade_many`` (one sandbox batch per reward
+    configuration). Arguments and keywords as ``compute_score``, one entry per sample."""
+    n = len(solution_strs)
+    infos = [None] * n if extra_infos is None else list(extra_infos)
+    if not len(data_sources) == len(ground_truths) == len(infos) == n:
+        raise ValueError(f"{n} solution_strs, {len(data_sources)} data_sources, {len(ground_truths)} ground_truths and "
+                         f"{len(infos)} extra_infos: expected one of each per sample")  # fmt: skip
+    join: JoinPrompt = kwargs.get("join_prompt", "auto")
+    fallback = float(kwargs.get("sandbox_error_score", SANDBOX_ERROR_SCORE))
+    default = reward_config(kwargs.get("config"))
+    as_dict = _flag(kwargs.get("return_dict", False), "return_dict")
+    given = kwargs.get("sandbox")
+    sandbox: Runner = given if given is not None else shared_sandbox(str(kwargs.get("backend") or "auto"))
+    groups: dict[str, tuple[RewardConfig, list[int]]] = {}
+    pairs: list[tuple[Task, str]] = []
+    for i, (source, solution, truth, info) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True)):
+        info = _mapping(info, f"extra_infos[{i}]")
+        if not isinstance(solution, str):
+            raise TypeError(f"solution_strs[{i}]: expected str, got {type(solution).__name__}")
+        task = _task(str(source), truth if truth is not None else info.get("problem_id"))
+        pairs.append((task, program_of(task, solution, join_prompt=join)))
+        own = info.get("reward_config")
+        cfg = default if own is None else reward_config(own, f"extra_infos[{i}]['reward_config']")
+        groups.setdefault(cfg.model_dump_json(), (cfg, []))[1].append(i)
+    grades: list[Grade | None] = [None] * n
+    for cfg, idx in groups.values():
+        graded = grade_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg,
+                            trace_ids=[f"{pairs[i][0].problem_id}/{i}/0" for i in idx])  # fmt: skip
+        for i, g in zip(idx, graded, strict=True):
+            grades[i] = g
+    return [_score(g, fallback, as_dict) for g in grades if g is not None]
+
+
+def _flag(value: Any, what: str) -> bool:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # (numpy's too)
+        return bool(value)
+    raise TypeError(f"{what}: expected true or false, got {value!r}")
+
+
+def _score(g: Grade, fallback: float, as_dict: bool) -> Score:
+    b = g.breakdown
+    if g.reward is None:
+        log.warning("sandbox failure on %s (scored %s, not the program's fault): %s", g.problem_id, fallback, g.sandbox_error)
+    score = fallback if g.reward is None else g.reward
+    if not as_dict:
+        return score
+    return {
+        "score": score,
+        "tier": b.tier,
+        "acc": 1.0 if b.tier == "all_tests" else 0.0,
+        "public_passed": b.public_passed,
+        "public_total": b.public_total,
+        "hidden_passed": b.hidden_passed,
+        "hidden_total": b.hidden_total,
+        "reward_before_judge": b.reward_before_judge if b.reward_before_judge is not None else score,
+        "sandbox_error": g.reward is None,
+        "explanation": b.explanation,
+    }
+
+
+def _task(data_source: str, ground_truth: Any) -> Task:
+    if not isinstance(ground_truth, str):
+        raise TypeError(f"ground_truth: expected a problem id or a Task as JSON (str), got {type(ground_truth).__name__}")
+    if ground_truth.lstrip().startswith("{"):
+        try:
+            return Task.model_validate_json(ground_truth)
+        except ValidationError as exc:
+            raise ValueError(f"ground_truth is not a Task: {first_error(exc, prefix='task.')}") from None
+    try:
+        return resolve_task(ground_truth, what="ground_truth")
+    except registry.UnknownTaskError:
+        if data_source.endswith(".jsonl") or data_source in registry.list():
+            with needs_extras():
+                return registry.get(_named(data_source), ground_truth)
+        raise
+
+
+_sets: dict[str, list[Task]] = {}
+
+
+def _named(data_source: str) -> list[Task]:
+    """A task set named by verl's ``data_source``, loaded once per process."""
+    if data_source not in _sets:
+        _sets[data_source] = registry.load(data_source)
+    return _sets[data_source]
+
+
+def _mapping(info: Any, what: str) -> dict[str, Any]:
+    if info is None:
+        return {}
+    if not isinstance(info, Mapping):
+        raise TypeError(f"{what}: expected a mapping (the sample's extra_info) or None, got {type(info).__name__}")
+    return dict(info)

@@ -1,0 +1,211 @@
+"""TRL: ``TRLReward`` called the way the installed TRL calls reward functions, ``trl_dataset``, and a
+real ``trl.GRPOTrainer`` run (a tiny randomly initialised GPT-2 and a tokenizer trained here, on
+CPU, no downloads)."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import code_env
+import registry
+from code_env import TRLReward, trl_dataset
+from registry import Task, TestCase
+
+from .conftest import get_sandbox
+
+# No model hub: everything below is built here. (Set before transformers is imported anywhere.)
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+TASKS = registry.load("builtin")
+EVENS = registry.get(TASKS, "builtin/sum-of-evens")
+FIZZ = registry.get(TASKS, "builtin/fizzbuzz-line")
+
+
+def _tiny(name: str, body: str, cases: list[tuple[int, int]]) -> Task:
+    """A HumanEval-style task whose prompt ends inside the function: a base model continues it."""
+    tests = [TestCase(args=[a], expected=e) for a, e in cases]
+    prompt = f"def {name}(x):\n    return "
+    return Task(problem_id=f"tiny/{name}", prompt=prompt, kind="function", entry_point=name, starter_code=prompt,
+                reference_solution=f"{prompt}{body}\n", public_tests=tests[:2], hidden_tests=tests[2:])  # fmt: skip
+
+
+TINY = [_tiny("add_one", "x + 1", [(1, 2), (5, 6), (-3, -2)]), _tiny("double", "x * 2", [(1, 2), (4, 8), (-3, -6)])]
+
+
+class Logged:
+    """What a reward function hands to TRL's ``log_extra`` and ``log_metric``."""
+
+    def __init__(self) -> None:
+        self.extra: dict[str, list[Any]] = {}
+        self.metrics: dict[str, list[float]] = {}
+
+    def log_extra(self, column: str, values: list[Any]) -> None:
+        self.extra.setdefault(column, []).extend(values)
+
+    def log_metric(self, name: str, value: float) -> None:
+        self.metrics.setdefault(name, []).append(value)
+
+
+def test_reward_called_as_grpo_trainer_calls_it() -> None:
+    # trl 1.x, GRPOTrainer._calculate_rewards: every argument by keyword, the dataset's other
+    # columns, and trainer_state / log_extra / log_metric
+    from transformers import TrainerState
+    from trl.trainer.utils import get_callable_name, is_async_callable
+
+    fn = TRLReward("builtin", sandbox=get_sandbox("process"))
+    assert get_callable_name(fn) == "code_env_reward" and not is_async_callable(fn)
+    logged = Logged()
+    prompts = [[{"role": "user", "content": "sum the evens"}]] * 2 + [[{"role": "user", "content": "fizzbuzz"}]] * 2
+    completions = [
+        [{"role": "assistant", "content": f"Sure.\n```python\n{EVENS.reference_solution}```"}],
+        [{"role": "assistant", "content": [{"type": "text", "text": "```python\ndef sum_of_evens(nums:\n```"}]}],
+        [{"role": "assistant", "content": f"```python\n{FIZZ.reference_solution}"}],  # cut off inside its fence
+        [{"role": "assistant", "content": ""}],
+    ]
+    rewards = fn(prompts=prompts, completions=completions, completion_ids=[[1, 2]] * 4,
+                 problem_id=[EVENS.problem_id] * 2 + [FIZZ.problem_id] * 2, difficulty=[1, 1, 2, 2],
+                 trainer_state=TrainerState(), log_extra=logged.log_extra, log_metric=logged.log_metric)  # fmt: skip
+    assert rewards == [1.0, -1.0, 1.0, -0.5]
+    assert logged.extra == {"code_env_tier": ["all_tests", "syntax_error", "all_tests", "no_attempt"]}
+    assert logged.metrics == {"code_env/solved": [0.5], "code_env/syntax_error": [0.25], "code_env/sandbox_error": [0.0]}
+    assert [g.breakdown.tier for g in fn.last_grades] == logged.extra["code_env_tier"]
+
+
+def test_plain_prompts_of_a_base_model_are_joined_with_their_completion() -> None:
+    fn = TRLReward(TINY, sandbox=get_sandbox("process"))
+    rows = code_env.trl.trl_rows(TINY, format="plain")
+    assert [r["prompt"] for r in rows] == [t.prompt for t in TINY]  # the model continues the function
+    got = fn(prompts=[rows[0]["prompt"]] * 4, completions=["x + 1", "x + 1\n```\nDone", "x", ")"],
+             problem_id=["tiny/add_one"] * 4)  # fmt: skip
+    assert got == [1.0, 1.0, 0.0, -1.0]
+    prose = code_env.trl.trl_rows([EVENS], format="plain")[0]["prompt"]
+    assert prose.startswith(EVENS.prompt) and prose.endswith("```python\n")  # a prose task: an opened fence
+    body = EVENS.reference_solution
+    assert fn(prompts=[prose] * 3, completions=[body, body + "```\nThat is all.", body.rstrip("\n")[:-3]],
+              problem_id=[EVENS.problem_id] * 3) == [1.0, 1.0, -1.0]  # fmt: skip
+
+
+def test_reward_configuration(tmp_path: Path) -> None:
+    toml = tmp_path / "reward.toml"
+    toml.write_text("[reward]\nsyntax_error = -2.0\n")
+    for config in (str(toml), toml, {"syntax_error": -2.0}, code_env.RewardConfig(syntax_error=-2.0)):
+        fn = TRLReward([EVENS], sandbox=get_sandbox("process"), config=config)
+        assert fn(["p"], ["def sum_of_evens(:"], problem_id=[EVENS.problem_id]) == [-2.0]
+
+
+def test_a_sandbox_failure_is_none_which_trl_skips() -> None:
+    from sandbox import ExecutionResult, RunRequest
+
+    class Failing:  # every run answered as the sandbox answers when it fails itself
+        def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+            return [ExecutionResult.infrastructure_failure("worker lost", trace_id=r.trace_id, backend="test") for r in requests]
+
+    logged = Logged()
+    fn = TRLReward([EVENS], sandbox=Failing())
+    assert fn([""], [EVENS.reference_solution], problem_id=[EVENS.problem_id], log_metric=logged.log_metric) == [None]
+    assert logged.metrics["code_env/sandbox_error"] == [1.0]
+
+
+def test_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="join_prompt: expected 'auto', True or False, got 'always'"):
+        TRLReward("builtin", join_prompt="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"config: cannot read reward config nope\.toml"):
+        TRLReward("builtin", config="nope.toml")
+    fn = TRLReward([EVENS], sandbox=get_sandbox("process"))
+    with pytest.raises(KeyError, match=r"no 'problem_id' column \(columns passed: \['task'\]\).*trl_dataset"):
+        fn(prompts=["p"], completions=["x"], task=["t"], trainer_state=None)
+    with pytest.raises(TypeError, match=r"completions\[0\]: expected str or a list of chat messages, got int"):
+        fn(["p"], [3], problem_id=[EVENS.problem_id])
+    with pytest.raises(registry.UnknownTaskError, match="did you mean 'builtin/sum-of-evens'"):
+        fn(["p"], ["x"], problem_id=["builtin/sum-of-evenz"])
+
+
+@pytest.mark.parametrize("fmt", ["chat", "plain"])
+def test_trl_dataset(fmt: str) -> None:
+    from trl.data_utils import is_conversational
+
+    ds = trl_dataset("humaneval", format=fmt)  # type: ignore[arg-type]
+    humaneval = registry.load("humaneval")
+    assert len(ds) == len(humaneval) and ds.column_names == ["prompt", "problem_id"]
+    row, task = ds[0], humaneval[0]
+    assert row["problem_id"] == task.problem_id
+    assert is_conversational(row) == (fmt == "chat")
+    if fmt == "plain":
+        assert row["prompt"] == task.prompt  # HumanEval: a base model continues the prompt as it is
+    else:
+        (msg,) = row["prompt"]
+        assert msg["role"] == "user" and task.prompt.rstrip() in msg["content"] and "```python" in msg["content"]
+    synthetic = trl_dataset("synthetic:arith", n=3, seed=1, difficulty=2, system_prompt="You write Python.")
+    assert len(synthetic) == 3 and all([m["role"] for m in p] == ["system", "user"] for p in synthetic["prompt"])
+    assert synthetic[0]["prompt"][0] == {"role": "system", "content": "You write Python."}
+    assert synthetic["problem_id"] == [t.problem_id for t in registry.load("synthetic:arith", n=3, seed=1, difficulty=2)]
+    stdio = trl_dataset([FIZZ])[0]["prompt"][0]["content"]
+    assert "reads standard input" in stdio
+
+
+def test_trl_dataset_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"format: expected 'chat'.*or 'plain'.*got 'text'"):
+        trl_dataset("builtin", format="text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="system_prompt: only a chat dataset"):
+        trl_dataset("builtin", format="plain", system_prompt="x")
+    with pytest.raises(registry.UnknownTaskSetError, match="did you mean 'builtin'"):
+        trl_dataset("builtn")
+    with pytest.raises(TypeError, match="parameters \\['n'\\] are for a task set's name"):
+        trl_dataset([EVENS], n=3)
+
+
+def _tokenizer(corpus: list[str]) -> Any:
+    """A byte-level BPE tokenizer trained here on ``corpus`` (a tiny vocabulary), as transformers wants it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=160, special_tokens=["<|endoftext|>"],
+                                                        initial_alphabet=[], show_progress=False))  # fmt: skip
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant: {% endif %}")  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["plain", "chat"])
+def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> None:
+    import huggingface_hub.constants
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from trl import GRPOConfig, GRPOTrainer
+
+    assert huggingface_hub.constants.HF_HUB_OFFLINE  # nothing below may reach a hub
+
+    tokenizer = _tokenizer([t.prompt + t.reference_solution for t in TASKS] + [t.reference_solution for t in TINY])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+                                       bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id))  # fmt: skip
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    reward = TRLReward(TINY, sandbox=get_sandbox("process"))
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=3, learning_rate=1e-2, logging_steps=1, report_to="none",
+                      save_strategy="no", use_cpu=True, bf16=False, seed=0)  # fmt: skip
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, processing_class=tokenizer,
+                          train_dataset=trl_dataset(TINY, format=fmt))  # type: ignore[arg-type]  # fmt: skip
+    out = trainer.train()
+
+    assert out.global_step == 2 and math.isfinite(out.training_loss)
+    steps = [h for h in trainer.state.log_history if "rewards/code_env_reward/mean" in h]
+    assert len(steps) == 2  # our reward came back, and TRL logged it, on both steps
+    assert all(math.isfinite(h["loss"]) and math.isfinite(h["rewards/code_env_reward/mean"]) for h in steps)
+    assert all("code_env/solved" in h for h in steps)
+    assert len(reward.last_grades) == 4 and all(g.reward is not None for g in reward.last_grades)
+    changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach().cpu(), before[name])]
+    assert changed, "GRPO changed no parameter: every group had the same reward"
