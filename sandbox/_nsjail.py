@@ -120,6 +120,9 @@ def find_nsjail(explicit: str | None = None) -> str:
     raise BackendUnavailableError("nsjail", f"no nsjail binary found; {INSTALL_HINT}")
 
 
+PRIVATE_TMP_BYTES = 256 * 2**20  # a run's own /tmp where the interpreter's paths occupy /tmp
+
+
 class _Slot:
     """One concurrent run's resources: a leased uid and (cgroup v1) a memory cgroup under which
     each run gets a fresh one of its own.
@@ -414,7 +417,14 @@ class NsjailBackend:
             body = " ".join(f"{k}: {_pb_value(v)}" for k, v in fields.items())
             lines.append(f"mount {{ {body} }}")
 
+        tmp_held = any(m.dst.startswith("/tmp/") for m in jail)
         for i, m in enumerate(jail):
+            if tmp_held and m.dst.startswith("/tmp/") and not any(x.dst.startswith("/tmp/") for x in jail[:i]):
+                # the interpreter lives under /tmp (a venv in a temporary checkout): /tmp cannot be
+                # the link to the work dir, so it is a writable tmpfs of the run's own (each jail
+                # is a fresh mount namespace), with those directories bound into it
+                mount(dst="/tmp", fstype="tmpfs", options=f"size={PRIVATE_TMP_BYTES},mode=1777", rw=True,
+                      nosuid=True, nodev=True)  # fmt: skip
             if m.kind == "bind":
                 mount(src=m.src, dst=m.dst, is_bind=True, nosuid=True, nodev=True)
             elif m.kind == "symlink":

@@ -275,7 +275,25 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
         # PID 1 of the run's own namespace: its /proc shows the run and nothing else
         _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
+    if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
+        _private_tmp(spec)
     os.chdir(WORKDIR)
+
+
+def _private_tmp(spec: dict[str, Any]) -> None:
+    """The interpreter lives under /tmp (a venv in a temporary checkout), so the jail's /tmp holds
+    its directories and cannot be the link to the work dir: give the run a fresh, writable /tmp of
+    its own (a tmpfs, gone with the run) with those directories bound back in."""
+    keep = WORK_PARENT + "/.host-tmp"
+    os.mkdir(keep, 0o700)
+    _linux.mount("/tmp", keep, None, _linux.MS_BIND | _linux.MS_REC)
+    _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
+                 f"size={spec['max_disk_mb']}m,mode=1777")  # fmt: skip
+    for name in os.listdir(keep):
+        os.mkdir("/tmp/" + name, 0o755)
+        _linux.mount(f"{keep}/{name}", "/tmp/" + name, None, _linux.MS_BIND | _linux.MS_REC)
+    _linux.umount2(keep, _linux.MNT_DETACH)
+    os.rmdir(keep)
 
 
 def weak_workdir(parent: str, pid: int) -> str:
