@@ -425,6 +425,10 @@ class NsjailBackend:
                 # is a fresh mount namespace), with those directories bound into it
                 mount(dst="/tmp", fstype="tmpfs", options=f"size={PRIVATE_TMP_BYTES},mode=1777", rw=True,
                       nosuid=True, nodev=True)  # fmt: skip
+                # and the directories leading to those paths stay read-only, as everywhere else
+                for top in sorted({x.dst.split("/")[2] for x in jail if x.dst.startswith("/tmp/")}):
+                    if not any(x.dst == f"/tmp/{top}" and x.kind == "bind" for x in jail):
+                        mount(dst=f"/tmp/{top}", fstype="tmpfs", options=HIDING_TMPFS_OPTIONS, nosuid=True, nodev=True)
             if m.kind == "bind":
                 mount(src=m.src, dst=m.dst, is_bind=True, nosuid=True, nodev=True)
             elif m.kind == "symlink":

@@ -181,6 +181,8 @@ def test_the_jail_is_the_same_without_root(jails: dict[str, dict[str, object]], 
         for point, fstype, ro, wrote, chmodded in mode["mounts"]:
             if point == "/sandbox":  # the run's own work dir
                 assert not ro and wrote, point
+            elif point == "/tmp":  # the interpreter lives under /tmp: the run's own /tmp (a tmpfs)
+                assert not ro and fstype == "tmpfs" and sys.prefix.startswith("/tmp/"), point
             elif point == "/dev/null":
                 assert not wrote, point
             else:
