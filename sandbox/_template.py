@@ -56,13 +56,11 @@ class Cgroup:
             self.limit = op("memory.limit_in_bytes")
             self.memsw = op("memory.memsw.limit_in_bytes")
             self.peak = op("memory.max_usage_in_bytes")
-            self.usage = op("memory.usage_in_bytes", os.O_RDONLY)
             self.events = op("memory.oom_control", os.O_RDONLY)
         else:
             self.limit = op("memory.max")
             self.memsw = op("memory.swap.max")
             self.peak = op("memory.peak")
-            self.usage = op("memory.current", os.O_RDONLY)
             self.events = op("memory.events", os.O_RDONLY)
         if self.procs is None or self.limit is None:
             raise OSError(f"cgroup {path} lacks cgroup.procs or a memory limit file")
@@ -106,9 +104,6 @@ class Cgroup:
 
     def peak_bytes(self) -> int | None:
         return self._read_int(self.peak)
-
-    def usage_bytes(self) -> int | None:
-        return self._read_int(self.usage)
 
     def oom_kills(self) -> int:
         if self.events is None:
@@ -190,7 +185,7 @@ class Template:
                 os._exit(0)
 
     def fork_child(self, spec: dict[str, Any], fds: list[int]) -> int:
-        wrapped = has_init(spec, self.uid_switch) and not self.weak
+        wrapped = has_init(spec, uid_switch=self.uid_switch, weak=self.weak)
         if wrapped:
             _linux.unshare(_linux.CLONE_NEWPID)  # the child is the init of a PID namespace of its own
         pid = -1
@@ -210,7 +205,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
     stdin_r, out_w, err_w, st_w, go_r = fds
     status_fd = st_w
     forking = spec["max_processes"] > 1
-    wrapped = has_init(spec, t.uid_switch) and not t.weak
+    wrapped = has_init(spec, uid_switch=t.uid_switch, weak=t.weak)
     workdir = weak_workdir(t.weak_parent, os.getpid()) if t.weak else WORKDIR
     try:
         _child.set_process_name("code-env-run")
@@ -319,12 +314,12 @@ def _fail(fd: int, message: str) -> None:
         os._exit(SETUP_FAILED)
 
 
-def has_init(limits: dict[str, Any], uid_switch: bool) -> bool:
+def has_init(limits: dict[str, Any], *, uid_switch: bool, weak: bool) -> bool:
     """Does the run get a PID namespace of its own, with an init above the program? When it may
     fork (its descendants die with the namespace), and when it shares its uid with the worker (in a
     user namespace: a PID namespace of its own is then what keeps it from seeing or signalling the
-    worker, the template and the next run's child)."""
-    return limits["max_processes"] > 1 or not uid_switch
+    worker, the template and the next run's child). Never in weak mode, which has no namespaces."""
+    return not weak and (limits["max_processes"] > 1 or not uid_switch)
 
 
 def _init(program: int, *, private: bool) -> None:

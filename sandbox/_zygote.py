@@ -217,7 +217,6 @@ class Worker:
             for fork in (False, True)
         }
         self.sock: socket.socket | None = None
-        self.template_pid: int | None = None
         self.broken: str | None = None  # set when the template is gone: this worker must be replaced
 
     def start_template(self) -> None:
@@ -234,7 +233,6 @@ class Worker:
         os.close(own_pidns)
         theirs.close()
         self.sock = ours
-        self.template_pid = pid
 
     def _ask(self, msg: bytes, fds: list[int] | None = None) -> bytes:
         assert self.sock is not None
@@ -289,9 +287,6 @@ class Worker:
                     pass
         return Pending(int(reply[1:]), setup_key(limits), cgroup, stdin_w, out_r, err_r, st_r, go_w)
 
-    def pending_pid(self) -> int | None:
-        return self.pending.pid if self.pending is not None else None
-
     def discard_pending(self) -> None:
         p, self.pending = self.pending, None
         if p is None:
@@ -343,7 +338,7 @@ class Worker:
             cg.reset_peak()
             oom_before = cg.oom_kills()
         weak = self.cfg.get("isolation") == "weak"
-        wrapped = has_init(limits, self.uid_switch) and not weak
+        wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak)
         payload = json.dumps({"code": req["code"], "seed": limits["random_seed"]}).encode()
         reaped: list[tuple[int, float, int]] = []
 
@@ -387,10 +382,7 @@ class Worker:
             for fd in (p.out_r, p.err_r, p.st_r):
                 os.close(fd)
             if weak:  # no PID namespace took the run's processes down: its process group, then its dir
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _killpg(p.pid, signal.SIGKILL)
             if not reaped:  # the watch failed: the run must not outlive it
                 try:
                     os.kill(p.pid, signal.SIGKILL)
@@ -398,7 +390,7 @@ class Worker:
                     pass
                 self._reap(p.pid)
             if weak:
-                import shutil  # only here: every module the worker holds slows each fork
+                import shutil  # only here (the template forked long ago: it never holds it)
 
                 shutil.rmtree(weak_workdir(self.cfg["root_dir"], p.pid), ignore_errors=True)
         peak = cg.peak_bytes() if cg is not None else None
