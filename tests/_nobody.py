@@ -14,6 +14,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
+# Programs whose verdicts must not depend on who runs the sandbox (the verdict-equality tests run
+# them as root, as a normal user, in weak mode and on both backends; their scripts import this,
+# with the repository as working directory).
+VERDICT_PROGRAMS = {
+    "ok": "print(sum(range(10)))",
+    "exception": "raise ValueError('no')",
+    "syntax": "def f(:\n    pass",
+    "exit-3": "import sys\nsys.exit(3)",
+    "loop": "while True:\n    pass",
+    "sleep": "import time\ntime.sleep(30)",
+    "memory-bomb": "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])",
+    "growing-list": "x = []\nwhile True:\n    x.append(' ' * (1 << 20))",
+    "flood": "import sys\nsys.stdout.write('x' * (5 << 20))",
+    "sigkill-self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    "read-stdin": "print(input()[::-1])",
+}
 
 
 def _closed_ancestor(path: str) -> str | None:

@@ -207,18 +207,9 @@ import json, sys
 from sandbox import Limits, Sandbox, _host
 if sys.argv[2:] == ["no-cgroup"]:  # root on a machine without cgroup v1 memory, simulated
     _host.make_cgroup = lambda name: (None, "no memory cgroup controller")
+from tests._nobody import VERDICT_PROGRAMS
 PROGRAMS = {
-    "ok": "print(sum(range(10)))",
-    "exception": "raise ValueError('no')",
-    "syntax": "def f(:\n    pass",
-    "exit-3": "import sys\nsys.exit(3)",
-    "loop": "while True:\n    pass",
-    "sleep": "import time\ntime.sleep(30)",
-    "memory-bomb": "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])",
-    "growing-list": "x = []\nwhile True:\n    x.append(' ' * (1 << 20))",
-    "flood": "import sys\nsys.stdout.write('x' * (5 << 20))",
-    "sigkill-self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-    "read-stdin": "print(input()[::-1])",
+    **VERDICT_PROGRAMS,
     # 16 small processes that share most of their pages: a timeout, not a 16-fold memory bill
     "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
 }

@@ -67,19 +67,7 @@ def test_the_main_job_runs_as_a_normal_user(nobody_tmp: Path) -> None:
 VERDICTS = r'''
 import json, sys, warnings
 from sandbox import Limits, Sandbox
-PROGRAMS = {
-    "ok": "print(sum(range(10)))",
-    "exception": "raise ValueError('no')",
-    "syntax": "def f(:\n    pass",
-    "exit-3": "import sys\nsys.exit(3)",
-    "loop": "while True:\n    pass",
-    "sleep": "import time\ntime.sleep(30)",
-    "memory-bomb": "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])",
-    "growing-list": "x = []\nwhile True:\n    x.append(' ' * (1 << 20))",
-    "flood": "import sys\nsys.stdout.write('x' * (5 << 20))",
-    "sigkill-self": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-    "read-stdin": "print(input()[::-1])",
-}
+from tests._nobody import VERDICT_PROGRAMS as PROGRAMS
 mode = sys.argv[1]
 if mode == "weak":
     import pyseccomp as sc  # a kernel without unprivileged user namespaces, simulated
