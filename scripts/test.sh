@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 V=.venv/bin
-$V/ruff check sandbox code_env registry tests benchmarks scripts
+$V/ruff check sandbox code_env registry baselines tests benchmarks scripts
 $V/python -m registry.build_builtin --check
 $V/mypy
 set +e
