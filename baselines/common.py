@@ -143,7 +143,8 @@ def parse_overrides(overrides: Sequence[str], sections: Sequence[str]) -> dict[s
     return out
 
 
-def _validated(model: type[A], data: dict[str, Any], where: str, section: str) -> A:
+def validate_section(model: type[A], data: dict[str, Any], where: str, section: str) -> A:
+    """``data`` as ``model``, else a ``ConfigError`` naming ``where`` and ``section.key``."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -174,9 +175,9 @@ def load_config(algo_name: str, algo_model: type[BaseModel], *, config_dir: str 
     def where(k: str, section: str) -> str:
         return f"{paths[k]}" + (" (with --set)" if over[section] else "")
 
-    env = _validated(EnvSettings, merged["env"], where("env", "env"), "env")
-    reward = _validated(RewardConfig, merged["reward"], where("reward", "reward"), "reward")
-    algo = _validated(algo_model, merged["algo"], where("algo", algo_name), algo_name)
+    env = validate_section(EnvSettings, merged["env"], where("env", "env"), "env")
+    reward = validate_section(RewardConfig, merged["reward"], where("reward", "reward"), "reward")
+    algo = validate_section(algo_model, merged["algo"], where("algo", algo_name), algo_name)
     return RunConfig(algo_name=algo_name, env=env, reward=reward, algo=algo)
 
 
