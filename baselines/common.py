@@ -152,7 +152,8 @@ def validate_section(model: type[A], data: dict[str, Any], where: str, section: 
         key = ".".join(str(p) for p in (section, *err["loc"]))
         known = ", ".join(model.model_fields)
         hint = f" (known keys: {known})" if err["type"] == "extra_forbidden" else ""
-        msg = "unknown key" if err["type"] == "extra_forbidden" else first_error(exc).split(": ", 1)[-1]
+        text = first_error(exc)
+        msg = "unknown key" if err["type"] == "extra_forbidden" else (text.split(": ", 1)[-1] if err["loc"] else text)
         raise ConfigError(f"{where}: {key}: {msg}{hint}") from None
 
 

@@ -11,6 +11,10 @@ A GRPO script is then the trainer and one line each::
                           reward_funcs=code_env.TRLReward("humaneval"))
     trainer.train()
 
+For a base model (a tokenizer without a chat template) the dataset is ``format="plain"``:
+``trl_dataset(tasks, format=code_env.trl.prompt_format(model))`` picks the right one.
+``baselines/trl_grpo.py`` is this recipe with a config file and a run directory.
+
 How TRL (>= 1.0) calls a reward function: ``f(prompts=..., completions=..., completion_ids=...,
 **columns)``, all by keyword, one entry per completion (every prompt repeated once per
 generation); ``columns`` are the dataset's other columns (``problem_id`` here) and TRL's own
@@ -35,8 +39,10 @@ from registry import Task
 from registry.verify import Runner
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
+from .env import MAX_TEXT_CHARS, EnvConfig, task_fingerprint
 from .grading import Grade, default_sandbox, grade_many
 from .reward import RewardConfig
+from .trajectory import TrajectoryLogger
 
 if TYPE_CHECKING:
     import datasets
@@ -86,13 +92,23 @@ class TRLReward:
     solved (``all_tests``), non-compiling and sandbox-failed samples to its metrics
     (``code_env/solved``, ``code_env/syntax_error``, ``code_env/sandbox_error``).
     ``last_grades`` keeps the ``Grade`` of every completion of the latest call.
+
+    ``log_dir``: write every ``log_every``-th completion (counted over all calls) as a trajectory
+    record (JSONL, ``code_env.trajectory``): the prompt, the completion, the program graded
+    (``action``), the reward and its breakdown, the public tests' results, TRL's step, and the
+    task with a single-turn env config, so that ``code-env stats`` summarises a TRL run and
+    ``code-env replay`` re-judges it like an environment's log. Trace ids are
+    ``<problem_id>/<n>/0``, ``n`` counting completions over all calls.
     """
 
     def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | None = None,
                  config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
-                 join_prompt: JoinPrompt = "auto", log: bool = True) -> None:  # fmt: skip
+                 join_prompt: JoinPrompt = "auto", log: bool = True, log_dir: str | Path | None = None,
+                 log_every: int = 1) -> None:  # fmt: skip
         if join_prompt not in ("auto", True, False):
             raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+            raise ValueError(f"log_every: expected an integer >= 1, got {log_every!r}")
         self.config = reward_config(config)
         self.tasks = {t.problem_id: t for t in load_tasks(tasks)}
         self.sandbox = sandbox
@@ -100,6 +116,10 @@ class TRLReward:
         self.join_prompt = join_prompt
         self.log = log
         self.last_grades: list[Grade] = []
+        self.completions_seen = 0
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.log_every = log_every
+        self._logger: TrajectoryLogger | None = None
         self.__name__ = "code_env_reward"  # TRL names the reward's metrics after it
 
     def _task(self, problem_id: Any) -> Task:
@@ -129,13 +149,46 @@ class TRLReward:
             raise KeyError(f"the dataset has no {self.id_column!r} column (columns passed: {columns}); "
                            "code_env.trl_dataset(...) makes one")  # fmt: skip
         pairs = self.programs(prompts, completions, ids)
-        trace_ids = [f"{task.problem_id}/{i}/0" for i, (task, _) in enumerate(pairs)]
+        first = self.completions_seen
+        trace_ids = [f"{task.problem_id}/{first + i}/0" for i, (task, _) in enumerate(pairs)]
         sandbox = self.sandbox if self.sandbox is not None else default_sandbox()
         grades = grade_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids)
         self.last_grades = grades
+        self.completions_seen += len(pairs)
         if self.log:
             self._log(grades, kwargs.get("log_extra"), kwargs.get("log_metric"))
+        if self.log_dir is not None:
+            step = getattr(kwargs.get("trainer_state"), "global_step", None)
+            self._write(first, trace_ids, prompts, completions, pairs, grades, step)
         return [g.reward for g in grades]
+
+    def _write(self, first: int, trace_ids: list[str], prompts: Sequence[Any], completions: Sequence[Any],
+               pairs: list[tuple[Task, str]], grades: list[Grade], step: int | None) -> None:  # fmt: skip
+        assert self.log_dir is not None
+        if self._logger is None:
+            self._logger = TrajectoryLogger(self.log_dir, every=self.log_every)
+        env = EnvConfig(tasks="<inline>", reward=self.config, max_action_chars=MAX_TEXT_CHARS).model_dump(mode="json")
+        for i, ((task, program), grade) in enumerate(zip(pairs, grades, strict=True)):
+            n = first + i
+            if not self._logger.wants(n):
+                continue
+            self._logger.write({
+                "trace_id": trace_ids[i], "episode": n, "sample": n, "turn": 0, "trl_step": step,
+                "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
+                "prompt": prompts[i], "completion": _text(completions[i]), "action": program,
+                "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
+                "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
+                "budget": None, "sandbox_error": grade.sandbox_error,
+                "reward_breakdown": grade.breakdown.model_dump(exclude_none=True),
+                "public_cases": [c.model_dump() for c in grade.feedback],
+                "execution_time_ms": grade.run.execution_time_ms, "config": env, "task": task.model_dump(mode="json"),
+            })  # fmt: skip
+
+    def close(self) -> None:
+        """Close the trajectory log (a later call opens a new file)."""
+        if self._logger is not None:
+            self._logger.close()
+            self._logger = None
 
     @staticmethod
     def _log(grades: list[Grade], log_extra: Callable[[str, list[Any]], None] | None,
@@ -183,6 +236,21 @@ def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFo
                 prompt.insert(0, {"role": "system", "content": system_prompt})
         rows.append({"prompt": prompt, "problem_id": task.problem_id})
     return rows
+
+
+def prompt_format(model: Any) -> PromptFormat:
+    """The dataset format a model wants: ``"chat"`` when its tokenizer has a chat template (an
+    instruct/chat model), else ``"plain"`` (a base model continues the prompt; TRL would fail on a
+    conversational dataset without a template). ``model``: a tokenizer or processor, or the
+    model's folder or hub id (its tokenizer is loaded: ``transformers``, extra ``trl``)."""
+    tokenizer = model
+    if isinstance(model, (str, Path)):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(model))
+    if not hasattr(tokenizer, "chat_template"):
+        raise TypeError(f"model: expected a tokenizer, a processor or a model's folder, got {type(model).__name__}")
+    return "chat" if tokenizer.chat_template else "plain"
 
 
 def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFormat = "chat",

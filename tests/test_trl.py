@@ -13,6 +13,7 @@ import pytest
 
 import code_env
 import registry
+from baselines.tiny_lm import build_tiny_lm
 from code_env import TRLReward, trl_dataset
 from registry import Task, TestCase
 
@@ -112,9 +113,61 @@ def test_a_sandbox_failure_is_none_which_trl_skips() -> None:
     assert logged.metrics["code_env/sandbox_error"] == [1.0]
 
 
+def test_completions_are_logged_as_replayable_trajectories(tmp_path: Path) -> None:
+    from transformers import TrainerState
+
+    from code_env.logtools import replay, stats
+    from code_env.trajectory import read_log
+    from sandbox import ExecutionResult, RunRequest
+
+    fn = TRLReward(TINY, sandbox=get_sandbox("process"), log_dir=tmp_path / "traj", log_every=2)
+    state = TrainerState(global_step=3)
+    prompt = code_env.trl.trl_rows(TINY, format="plain")[0]["prompt"]
+    assert fn([prompt] * 3, ["x + 1", "x", ")"], problem_id=["tiny/add_one"] * 3, trainer_state=state) == [1.0, 0.0, -1.0]
+    chat = [{"role": "user", "content": "double it"}]
+    done = [{"role": "assistant", "content": "```python\ndef double(x):\n    return 2 * x\n```"}]
+    assert fn([chat] * 2, [done, [{"role": "assistant", "content": ""}]], problem_id=["tiny/double"] * 2) == [1.0, -0.5]
+    fn.close()
+    records = list(read_log(tmp_path / "traj"))
+    assert [r["trace_id"] for r in records] == ["tiny/add_one/0/0", "tiny/add_one/2/0", "tiny/double/4/0"]  # every 2nd
+    first, last = records[0], records[-1]
+    assert (first["trl_step"], first["prompt"], first["completion"], first["action"]) == (3, prompt, "x + 1", prompt + "x + 1")
+    assert (first["reward"], first["reward_breakdown"]["tier"], first["terminated"]) == (1.0, "all_tests", True)
+    assert last["trl_step"] is None and last["action"] == TINY[1].prompt and last["reward_breakdown"]["tier"] == "no_attempt"
+    assert len(first["public_cases"]) == 2 and records[1]["reward_breakdown"]["tier"] == "syntax_error"
+    assert stats(tmp_path / "traj").episodes == 3
+    report = replay(tmp_path / "traj")  # re-judged as a single-turn env would judge them
+    assert report.ok and report.steps == 3, report.summary()
+
+    class Failing:
+        def run_many(self, requests: list[RunRequest]) -> list[ExecutionResult]:
+            return [ExecutionResult.infrastructure_failure("worker lost", trace_id=r.trace_id, backend="test") for r in requests]
+
+    broken = TRLReward([EVENS], sandbox=Failing(), log_dir=tmp_path / "failed")
+    assert broken([""], [EVENS.reference_solution], problem_id=[EVENS.problem_id]) == [None]
+    broken.close()
+    (rec,) = read_log(tmp_path / "failed")
+    assert rec["sandbox_error"] and rec["reward"] == 0.0 and rec["truncated"] and not rec["terminated"]  # as the env logs it
+    assert replay(tmp_path / "failed").skipped_sandbox_errors == 1
+
+
+def test_prompt_format_follows_the_chat_template(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    path = build_tiny_lm(tmp_path / "model", [t.reference_solution for t in TINY], vocab_size=300)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert code_env.trl.prompt_format(path) == code_env.trl.prompt_format(str(path)) == code_env.trl.prompt_format(tok) == "chat"
+    tok.chat_template = None  # a base model
+    assert code_env.trl.prompt_format(tok) == "plain"
+    with pytest.raises(TypeError, match="model: expected a tokenizer, a processor or a model's folder, got int"):
+        code_env.trl.prompt_format(3)
+
+
 def test_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="join_prompt: expected 'auto', True or False, got 'always'"):
         TRLReward("builtin", join_prompt="always")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="log_every: expected an integer >= 1, got 0"):
+        TRLReward("builtin", log_every=0)
     with pytest.raises(ValueError, match=r"config: cannot read reward config nope\.toml"):
         TRLReward("builtin", config="nope.toml")
     fn = TRLReward([EVENS], sandbox=get_sandbox("process"))
@@ -160,45 +213,25 @@ def test_trl_dataset_arguments_are_checked() -> None:
         trl_dataset([EVENS], n=3)
 
 
-def _tokenizer(corpus: list[str]) -> Any:
-    """A byte-level BPE tokenizer trained here on ``corpus`` (a tiny vocabulary), as transformers wants it."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=160, special_tokens=["<|endoftext|>"],
-                                                        initial_alphabet=[], show_progress=False))  # fmt: skip
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-
-
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}assistant: {% endif %}")  # fmt: skip
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["plain", "chat"])
 def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> None:
     import huggingface_hub.constants
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     assert huggingface_hub.constants.HF_HUB_OFFLINE  # nothing below may reach a hub
 
-    tokenizer = _tokenizer([t.prompt + t.reference_solution for t in TASKS] + [t.reference_solution for t in TINY])
-    tokenizer.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
-                                       bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id))  # fmt: skip
+    path = build_tiny_lm(tmp_path / "model", [t.prompt + t.reference_solution for t in TASKS] + [t.reference_solution for t in TINY])
+    model = AutoModelForCausalLM.from_pretrained(path)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     reward = TRLReward(TINY, sandbox=get_sandbox("process"))
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=3, learning_rate=1e-2, logging_steps=1, report_to="none",
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=2, learning_rate=1e-2, logging_steps=1, report_to="none",
                       save_strategy="no", use_cpu=True, bf16=False, seed=0)  # fmt: skip
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, processing_class=tokenizer,
-                          train_dataset=trl_dataset(TINY, format=fmt))  # type: ignore[arg-type]  # fmt: skip
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, processing_class=AutoTokenizer.from_pretrained(path),
+                          train_dataset=trl_dataset(TINY, format=fmt))  # fmt: skip
     out = trainer.train()
 
     assert out.global_step == 2 and math.isfinite(out.training_loss)
@@ -206,6 +239,6 @@ def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> No
     assert len(steps) == 2  # our reward came back, and TRL logged it, on both steps
     assert all(math.isfinite(h["loss"]) and math.isfinite(h["rewards/code_env_reward/mean"]) for h in steps)
     assert all("code_env/solved" in h for h in steps)
-    assert len(reward.last_grades) == 4 and all(g.reward is not None for g in reward.last_grades)
+    assert len(reward.last_grades) == 8 and all(g.reward is not None for g in reward.last_grades)
     changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach().cpu(), before[name])]
     assert changed, "GRPO changed no parameter: every group had the same reward"
