@@ -74,7 +74,10 @@ class EnvSettings(BaseModel):
     seed: int = Field(0, description="seed of the environments' resets (sub-env i: seed + i)")
     sampling: Literal["uniform", "difficulty", "curriculum"] = Field("uniform", description="task sampling (CodeExec-v0)")
     backend: str = Field("auto", description="sandbox backend: auto, process or nsjail")
-    executor: Literal["local"] = Field("local", description="where programs run: the local sandbox")
+    executor: Literal["local", "ray"] = Field(
+        "local", description="where programs run: the local sandbox, or a Ray cluster (sandbox.RayExecutor)")
+    ray_address: str | None = Field(
+        None, description="with executor 'ray': the cluster's address (None: $RAY_ADDRESS, else a local Ray instance)")
     log_every: int = Field(100, ge=1, description="write the trajectory of every N-th episode")
 
     def train_tasks(self) -> list[Any]:

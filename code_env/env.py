@@ -37,6 +37,7 @@ from .grading import (
     RunSummary,
     Scored,
     grade_many,
+    resolve_executor,
     run_rounds,
     score_rounds,
     shared_sandbox,
@@ -144,12 +145,16 @@ def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: R
 _closed_at_exit: set[tuple[int, int]] = set()  # (pid, id) of the shared sandboxes already registered
 
 
-def default_executor(backend: str) -> Runner:
-    """The executor of an env given none: the process-wide sandbox of ``backend``
-    (``grading.shared_sandbox``). In a multiprocessing worker (``AsyncVectorEnv``, SB3's
-    ``SubprocVecEnv``) it is also closed when the worker ends, before the worker is joined — so the
-    vector env's ``close()`` returns with no sandbox process of its workers left, rather than
-    leaving them to notice, a moment later, that their parent is gone."""
+def default_executor(backend: str, executor: Runner | str | None = None) -> Runner:
+    """The executor of an env: ``executor`` as ``grading.resolve_executor`` makes it (``"ray"``:
+    the process-wide ``RayExecutor``; an object with ``run_many``: itself); given none (or
+    ``"local"``), the process-wide sandbox of ``backend`` (``grading.shared_sandbox``). In a
+    multiprocessing worker (``AsyncVectorEnv``, SB3's ``SubprocVecEnv``) that sandbox is also
+    closed when the worker ends, before the worker is joined — so the vector env's ``close()``
+    returns with no sandbox process of its workers left, rather than leaving them to notice, a
+    moment later, that their parent is gone."""
+    if executor is not None and executor != "local":
+        return resolve_executor(executor, backend=backend)
     sandbox = shared_sandbox(backend)
     key = (os.getpid(), id(sandbox))
     if multiprocessing.parent_process() is not None and key not in _closed_at_exit:
@@ -244,7 +249,7 @@ class Evaluation(BaseModel):
     sandbox_error: str | None = None
 
 
-def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | None = None, config: RewardConfig | None = None,
+def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None = None, config: RewardConfig | None = None,
              timing: bool = False) -> list[Evaluation]:  # fmt: skip
     """Judge N tasks x K candidate programs in one call: every run goes to the executor in one
     batch (public and hidden tests together) and identical (task, program) pairs are judged once.
@@ -301,7 +306,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
     (uniform | difficulty | curriculum), ``max_turns``, budgets, ``reward`` (``RewardConfig`` or
     a file), ``backend``, ``timeout_s``/``memory_mb`` overrides, ``log_dir``/``log_every``, and
-    ``executor`` (anything with ``run_many``, shared between environments), ``render_mode``
+    ``executor`` (anything with ``run_many``, shared between environments; ``"ray"`` for the
+    process-wide ``sandbox.RayExecutor`` over a Ray cluster, ``$RAY_ADDRESS`` or a local one;
+    default the process-wide sandbox of ``backend``), ``render_mode``
     (``"ansi"``: text; ``"rgb_array"``: that text as a 480 x 240 image; see ``render``). See
     ``EnvConfig``.
 
@@ -323,7 +330,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
 
-    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, executor: Runner | None = None,
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, executor: Runner | str | None = None,
                  reward: RewardConfig | str | Path | None = None, render_mode: str | None = None,
                  **options: Any) -> None:  # fmt: skip
         if isinstance(reward, (str, Path)):
@@ -344,7 +351,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         if not self.tasks:
             raise ValueError(f"task set {name!r} is empty")
         self._by_id = {t.problem_id: t for t in self.tasks}
-        self.executor: Runner = executor if executor is not None else default_executor(self.config.backend)
+        self.executor: Runner = default_executor(self.config.backend, executor)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
         self.logger = TrajectoryLogger(self.config.log_dir, every=self.config.log_every) if self.config.log_dir else None
         self.action_space = AnyText(self.config.max_action_chars)

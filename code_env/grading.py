@@ -6,6 +6,7 @@ sandbox failure, the tiers, the LLM judge): ``grade``, ``grade_many``, ``evaluat
 from __future__ import annotations
 
 import atexit
+import difflib
 import os
 import threading
 from collections.abc import Generator, Sequence
@@ -41,6 +42,46 @@ def shared_sandbox(backend: str = "auto") -> Sandbox:
 def default_sandbox() -> Sandbox:
     """The shared sandbox of the default backend."""
     return shared_sandbox("auto")
+
+
+EXECUTORS = ("local", "ray")
+_shared_ray: dict[tuple[str | None, str, int], Runner] = {}
+
+
+def shared_ray_executor(backend: str = "auto", address: str | None = None) -> Runner:
+    """A process-wide ``sandbox.RayExecutor`` per (address, backend), made on first use (which
+    starts a local Ray instance, or connects to ``address``, else to ``$RAY_ADDRESS``) and
+    closed at exit."""
+    from sandbox import RayExecutor
+
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    key = (address, backend, os.getpid())
+    with _lock:
+        if key not in _shared_ray:
+            ex = RayExecutor(address, backend="process" if backend == "auto" else backend)
+            _shared_ray[key] = ex
+            atexit.register(ex.close)
+        return _shared_ray[key]
+
+
+def resolve_executor(executor: Runner | str | None = None, *, backend: str = "auto",
+                     ray_address: str | None = None) -> Runner:  # fmt: skip
+    """THE place an executor option becomes a runner: None or ``"local"`` is the process-wide
+    sandbox of ``backend`` (``shared_sandbox``); ``"ray"`` the process-wide ``RayExecutor``
+    (``shared_ray_executor``: ``ray_address``, else ``$RAY_ADDRESS``, else a local Ray instance);
+    any object with ``run_many`` (a ``Sandbox``, a ``RayExecutor``, ...) is used as it is."""
+    if executor is None or executor == "local":
+        return shared_sandbox(backend)
+    if executor == "ray":
+        return shared_ray_executor(backend, ray_address)
+    if isinstance(executor, str):
+        close = difflib.get_close_matches(executor.lower(), EXECUTORS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"executor: expected 'local', 'ray' or an object with run_many (a sandbox.Sandbox, "
+                         f"a sandbox.RayExecutor), got {executor!r}{hint}")  # fmt: skip
+    if not callable(getattr(executor, "run_many", None)):
+        raise TypeError(f"executor: expected 'local', 'ray' or an object with run_many, got {type(executor).__name__}")
+    return executor
 
 
 class RunSummary(BaseModel):
@@ -200,7 +241,7 @@ def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Ru
         return stop.value
 
 
-def grade(task: Task, code: str, *, sandbox: Runner | None = None, config: RewardConfig | None = None,
+def grade(task: Task, code: str, *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
           hidden: bool = True, trace_id: str | None = None) -> Grade:  # fmt: skip
     """Run ``code`` on the task's public tests and, unless ``hidden=False``, its hidden tests (both
     at once: the hidden verdict is simply ignored when the program does not compile)."""
@@ -208,11 +249,12 @@ def grade(task: Task, code: str, *, sandbox: Runner | None = None, config: Rewar
                       trace_ids=[trace_id] if trace_id else None)[0]  # fmt: skip
 
 
-def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = None, config: RewardConfig | None = None,
+def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
                hidden: bool = True, trace_ids: Sequence[str] | None = None) -> list[Grade]:  # fmt: skip
     """Grade many (task, program) pairs in one batch: every sandbox run of every pair goes to the
-    runner (a ``Sandbox`` or any executor with its ``run_many``) at once. Identical pairs are judged
-    once. Grades come back in order; each is what ``grade`` would give."""
+    runner (a ``Sandbox`` or any executor with its ``run_many``, or ``"local"``/``"ray"``: see
+    ``resolve_executor``) at once. Identical pairs are judged once. Grades come back in order; each
+    is what ``grade`` would give."""
     for i, pair in enumerate(items):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"items[{i}]: expected a (task, code) pair, got {type(pair).__name__}")
@@ -229,8 +271,8 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | None = No
         first.append(unique.setdefault((id(task), code), i))  # the tasks live through the call
     todo = sorted(set(first))
     batch = [(items[i][0], items[i][1], trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0") for i in todo]
-    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"),
-                        sandbox or default_sandbox())  # fmt: skip
+    runner = resolve_executor(sandbox)
+    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"), runner)
     grades = {i: s.grade for i, s in zip(todo, scored, strict=True)}
     return [grades[f] if f == i else grades[f].model_copy(deep=True) for i, f in enumerate(first)]
 

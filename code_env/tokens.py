@@ -6,6 +6,7 @@ execution without a language model.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,17 @@ from registry import Task
 from registry.verify import Runner
 
 from ._textimage import GREEN, RED, text_image
-from .env import check_render_mode, default_executor, requested_task
-from .grading import grade
+from .env import (
+    EnvConfig,
+    check_render_mode,
+    default_executor,
+    requested_task,
+    task_fingerprint,
+    task_prompt,
+)
+from .grading import Scored, run_rounds, score_rounds
 from .reward import RewardConfig
+from .trajectory import TrajectoryLogger
 
 #: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
 VOCAB: tuple[str, ...] = ("x", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "+", "-", "*", "(", ")", "<end>")
@@ -130,12 +139,30 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     seed=task_seed, difficulty=difficulty)``. ``max_tokens`` (length budget, default 16; raise it
     for difficulty > 2), ``reward`` (``RewardConfig``, file path, or None for the defaults),
     ``executor`` (anything with ``run_many``; default the process-wide sandbox of ``backend``,
-    ``"auto"``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``). ``reset(options={"problem_id": ...})``
-    picks a task of the pool; otherwise ``reset`` draws one uniformly with ``self.np_random``.
+    ``"auto"``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``),
+    ``log_dir`` (a folder for the trajectory log, or None: no log) and ``log_every`` (log every
+    N-th episode, default 1). ``reset(options={"problem_id": ...})`` picks a task of the pool;
+    otherwise ``reset`` draws one uniformly with ``self.np_random``.
+
+    ## Trajectory log
+    With ``log_dir``, every ``log_every``-th episode (counting from this instance's first, 0) is
+    one JSONL record (``code_env.trajectory``; one file per instance, so per worker process),
+    written when the program is graded. It has the shape of a single-turn ``CodeExec-v0`` step's
+    record, so that ``code-env stats``, ``audit`` and ``replay`` read it: ``trace_id``
+    (``problem_id/sample/0``, sample = episodes since the last seeded reset), ``episode``,
+    ``seed``, ``sample``, ``turn`` (0), the task's ``problem_id``, ``difficulty``,
+    ``task_fingerprint`` and ``prompt``, ``action`` (the program that ran), ``reward``,
+    ``terminated``, ``truncated``, ``budget`` (None: the length budget ends the episode with the
+    program's own grade, not with a budget penalty), ``sandbox_error``, ``reward_breakdown``,
+    ``public_cases``, ``hidden_cases`` (status and time only), ``executions``,
+    ``execution_time_ms``, ``transitions`` (time-stamped states, generating → judged) and
+    ``config`` (the equivalent ``CodeExec-v0`` ``EnvConfig``: ``code-env replay`` re-judges the
+    program on the same task with it); plus the token-level ``tokens`` (the actions, ``<end>``
+    included when written), ``expression`` and ``max_tokens_reached``.
 
     ## Version history
     v0: first release; since then ``render_mode="rgb_array"`` (which Stable-Baselines3 asks for
-    when it makes the env from its id).
+    when it makes the env from its id); ``log_dir``/``log_every``, the trajectory log.
 
     >>> import gymnasium as gym, code_env
     >>> from code_env.tokens import END, tokenize
@@ -152,11 +179,16 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's convention
 
     def __init__(self, *, difficulty: int | None = 1, n_tasks: int = 200, task_seed: int = 0,
-                 max_tokens: int = 16, executor: Runner | None = None,
+                 max_tokens: int = 16, executor: Runner | str | None = None,
                  reward: RewardConfig | str | Path | None = None, backend: str = "auto",
-                 render_mode: str | None = None) -> None:  # fmt: skip
+                 render_mode: str | None = None, log_dir: str | Path | None = None,
+                 log_every: int = 1) -> None:  # fmt: skip
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 1024:
             raise ValueError(f"max_tokens: expected an int in 1..1024, got {max_tokens!r}")
+        if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+            raise ValueError(f"log_every: expected an int >= 1, got {log_every!r}")
+        if log_dir is not None and not isinstance(log_dir, (str, Path)):
+            raise TypeError(f"log_dir: expected a folder path or None, got {type(log_dir).__name__}")
         if isinstance(reward, (str, Path)):
             reward = RewardConfig.from_file(reward)
         if reward is not None and not isinstance(reward, RewardConfig):
@@ -166,7 +198,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self.max_tokens = max_tokens
         self.tasks: list[Task] = registry.load("synthetic:arith", n=n_tasks, seed=task_seed, difficulty=difficulty)
         self._by_id = {t.problem_id: t for t in self.tasks}
-        self.executor: Runner = executor if executor is not None else default_executor(backend)
+        self.executor: Runner = default_executor(backend, executor)
         self.n_examples = max(len(t.public_tests) for t in self.tasks)
         n_ex = EXAMPLE_FEATURES * self.n_examples
         low = np.concatenate([np.tile(np.array([0, -1, -1, -1, -1], np.float32), self.n_examples),
@@ -180,6 +212,14 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._tokens: list[int] = []
         self._done = True
         self._last_reward: float | None = None  # the episode's grade, for render()
+        self._episode = -1  # every episode of this instance
+        self._sample = -1  # episodes since the last reset with a seed: the trace id's "sample"
+        self._seed: int | None = None
+        self._transitions: list[tuple[str, float]] = []
+        self.log_config = EnvConfig(tasks="synthetic:arith", reward=self.reward_config, backend=backend,
+                                    task_params={"n": n_tasks, "seed": task_seed, "difficulty": difficulty},
+                                    log_dir=None if log_dir is None else str(log_dir), log_every=log_every)  # fmt: skip
+        self.logger = TrajectoryLogger(log_dir, every=log_every) if log_dir is not None else None
 
     @property
     def task(self) -> Task | None:
@@ -204,6 +244,11 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._tokens = []
         self._done = False
         self._last_reward = None
+        if seed is not None:
+            self._seed, self._sample = seed, -1
+        self._episode += 1
+        self._sample += 1
+        self._transitions = [("generating", time.time())]
         ex = np.zeros((self.n_examples, EXAMPLE_FEATURES), np.float32)
         for k, case in enumerate(task.public_tests):
             (log_x, lin_x), (log_y, lin_y) = _encode(case.args[0] if case.args else None), _encode(case.expected)
@@ -231,14 +276,57 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         if token != END and len(self._tokens) < self.max_tokens:
             return self._observation(), 0.0, False, False, info
         self._done = True
-        g = grade(task, program(task.entry_point or "f", expr), sandbox=self.executor, config=self.reward_config)
+        code = program(task.entry_point or "f", expr)
+        trace_id = f"{task.problem_id}/{self._sample}/0"
+        self._transitions += [("queued", time.time()), ("running", time.time())]
+        # the path of code_env.grade (score_rounds), with the trace id and verifications the log needs
+        (scored,) = run_rounds(score_rounds([(task, code, trace_id)], self.reward_config), self.executor)
+        g = scored.grade
+        self._transitions += [("executed", time.time()), ("judged", time.time())]
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
         if g.reward is None:
             info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
+            self._log(code, 0.0, False, True, info, token, scored)
             return self._observation(), 0.0, False, True, info
         self._last_reward = round(float(g.reward), 6)
+        self._log(code, self._last_reward, True, False, info, token, scored)
         return self._observation(), self._last_reward, True, False, info
+
+    def _log(self, code: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], last: int,
+             scored: Scored) -> None:  # fmt: skip
+        if self.logger is None or not self.logger.wants(self._episode):
+            return
+        assert self._task is not None
+        task, (g, pub, hid) = self._task, scored
+        executions = pub.executions + (hid.executions if hid is not None else [])
+        self.logger.write({
+            "trace_id": f"{task.problem_id}/{self._sample}/0",
+            "episode": self._episode,
+            "seed": self._seed,
+            "sample": self._sample,
+            "turn": 0,
+            "problem_id": task.problem_id,
+            "difficulty": task.difficulty,
+            "task_fingerprint": task_fingerprint(task),
+            "prompt": task_prompt(task),
+            "action": code,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "budget": None,
+            "sandbox_error": info["sandbox_error"],
+            "reward_breakdown": g.breakdown.model_dump(exclude_none=True),
+            "public_cases": [c.model_dump() for c in pub.cases],
+            "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
+            "executions": [r.model_dump() for r in executions],
+            "execution_time_ms": g.run.execution_time_ms,
+            "transitions": list(self._transitions),
+            "config": self.log_config.model_dump(mode="json"),
+            "tokens": [*self._tokens, *([END] if last == END else [])],
+            "expression": info["expression"],
+            "max_tokens_reached": last != END,
+        })  # fmt: skip
 
     def _observation(self) -> np.ndarray:
         obs = np.zeros(self._size, np.float32)
@@ -249,6 +337,11 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         return obs
 
     # ---------------------------------------------------------------------------- misc
+
+    def close(self) -> None:
+        if self.logger is not None:
+            self.logger.close()
+        super().close()
 
     def render(self) -> str | np.ndarray | None:
         """``"ansi"``: ``problem_id: f(x) = <expression>`` (`` <end>`` once graded);

@@ -101,7 +101,7 @@ class TRLReward:
     ``<problem_id>/<n>/0``, ``n`` counting completions over all calls.
     """
 
-    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | None = None,
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
                  config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
                  join_prompt: JoinPrompt = "auto", log: bool = True, log_dir: str | Path | None = None,
                  log_every: int = 1) -> None:  # fmt: skip

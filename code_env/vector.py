@@ -50,13 +50,13 @@ def autoreset_mode_of(mode: str | AutoresetMode) -> AutoresetMode:
 class CodeExecVectorEnv(SyncVectorEnv):
     """``num_envs`` sub-environments sharing one executor; see the module docstring."""
 
-    def __init__(self, num_envs: int = 8, *, executor: Runner | None = None, copy: bool = True,
+    def __init__(self, num_envs: int = 8, *, executor: Runner | str | None = None, copy: bool = True,
                  autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP, **env_kwargs: Any) -> None:  # fmt: skip
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
         autoreset_mode = autoreset_mode_of(autoreset_mode)
         env_kwargs.pop("max_episode_steps", None)  # episodes end by their own budgets (max_turns)
-        self.executor: Runner = executor if executor is not None else default_executor(env_kwargs.get("backend", "auto"))
+        self.executor: Runner = default_executor(env_kwargs.get("backend", "auto"), executor)
         make = partial(CodeExecEnv, executor=self.executor, **env_kwargs)
         super().__init__([make] * num_envs, copy=copy, autoreset_mode=autoreset_mode)
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 import registry
 from code_env._errors import first_error
 from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task, reward_config
-from code_env.grading import Grade, grade_many, shared_sandbox
+from code_env.grading import Grade, grade_many, resolve_executor
 from code_env.reward import RewardConfig
 from registry import Task
 from registry.verify import Runner
@@ -67,7 +67,10 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str | None,
     * ``sandbox_error_score`` (``SANDBOX_ERROR_SCORE``, 0.0): the score of a sample the sandbox
       failed to run twice — never an exception, since verl cannot skip a sample; logged, and
       ``sandbox_error: True`` in the dict form;
-    * ``backend`` ("auto") or ``sandbox`` (any runner with ``run_many``): where programs run.
+    * ``backend`` ("auto"), or ``executor``/``sandbox``: where programs run: ``"local"`` (the
+      process-wide sandbox of ``backend``), ``"ray"`` (the process-wide ``sandbox.RayExecutor``:
+      inside verl's Ray job it uses verl's own cluster; elsewhere ``ray_address``, else
+      ``$RAY_ADDRESS``, else a local instance) or any runner with ``run_many``.
     """
     return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]
 
@@ -86,8 +89,8 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     fallback = float(kwargs.get("sandbox_error_score", SANDBOX_ERROR_SCORE))
     default = reward_config(kwargs.get("config"))
     as_dict = _flag(kwargs.get("return_dict", False), "return_dict")
-    given = kwargs.get("sandbox")
-    sandbox: Runner = given if given is not None else shared_sandbox(str(kwargs.get("backend") or "auto"))
+    given = kwargs.get("sandbox", kwargs.get("executor"))
+    sandbox: Runner = resolve_executor(given, backend=str(kwargs.get("backend") or "auto"), ray_address=kwargs.get("ray_address"))
     groups: dict[str, tuple[RewardConfig, list[int]]] = {}
     pairs: list[tuple[Task, str]] = []
     for i, (source, solution, truth, info) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True)):

@@ -6,8 +6,13 @@
 ...     many = sb.run_many(["print(i)" for i in range(3)])
 
 Backends: ``process`` (default; warm forking workers, namespaces, seccomp, rlimits, cgroups) and
-``nsjail`` (the nsjail binary). This package imports neither ``code_env`` nor ``registry``.
+``nsjail`` (the nsjail binary). ``RayExecutor`` spreads runs over a Ray cluster (the ``ray``
+extra; Ray is imported when one is made, not by ``import sandbox``). This package imports neither
+``code_env`` nor ``registry``.
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
@@ -20,12 +25,16 @@ from .errors import (
 )
 from .models import ExecutionResult, Limits, RunRequest
 
+if _TYPE_CHECKING:
+    from ._ray import RayExecutor
+
 __all__ = [
     "BACKENDS",
     "BackendUnavailableError",
     "ExecutionResult",
     "IsolationUnavailableError",
     "Limits",
+    "RayExecutor",
     "ResultCache",
     "RunRequest",
     "Sandbox",
@@ -33,3 +42,15 @@ __all__ = [
     "SandboxError",
     "UnknownBackendError",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    if name == "RayExecutor":  # loaded on first use
+        from ._ray import RayExecutor
+
+        return RayExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "RayExecutor"})

@@ -12,11 +12,9 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
-from pydantic import ValidationError
-
 from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
-from .models import ExecutionResult, Limits, RunRequest, check_payload
+from .models import ExecutionResult, Limits, RunRequest, check_payload, coerce_requests
 
 log = logging.getLogger("sandbox")
 BACKENDS = ("auto", "process", "nsjail")
@@ -186,23 +184,7 @@ class Sandbox:
         requests are validated before any runs, so a bad one raises without wasting the others.
         """
         default = self._limits(limits)
-        items: list[RunRequest] = []
-        for i, r in enumerate(requests):
-            try:
-                if isinstance(r, RunRequest):
-                    req = r
-                elif isinstance(r, str):
-                    req = RunRequest(code=r)
-                elif isinstance(r, Mapping):
-                    req = RunRequest(**r)
-                else:
-                    raise TypeError(f"expected RunRequest, mapping or str, got {type(r).__name__}")
-                check_payload(req.code, req.stdin, req.limits or default)
-            except (TypeError, ValueError) as exc:
-                kind = TypeError if isinstance(exc, TypeError) else ValueError
-                msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
-                raise kind(f"request {i}: {msg}") from exc
-            items.append(req)
+        items = coerce_requests(requests, default)
         if not items:
             return []
         pool = self._executor()

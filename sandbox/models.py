@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import math
 import signal as _signal
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 MiB = 1024 * 1024
 
@@ -80,6 +89,30 @@ class RunRequest(BaseModel):
         return self
 
 
+def coerce_requests(requests: Iterable[RunRequest | Mapping[str, Any] | str], default: Limits) -> list[RunRequest]:
+    """``run_many``'s input as ``RunRequest``s: each a ``RunRequest``, a mapping of its fields or a
+    plain code string, checked against its own limits or ``default``. All are checked before any
+    runs; the first bad one raises ``TypeError``/``ValueError`` naming its index."""
+    items: list[RunRequest] = []
+    for i, r in enumerate(requests):
+        try:
+            if isinstance(r, RunRequest):
+                req = r
+            elif isinstance(r, str):
+                req = RunRequest(code=r)
+            elif isinstance(r, Mapping):
+                req = RunRequest(**r)
+            else:
+                raise TypeError(f"expected RunRequest, mapping or str, got {type(r).__name__}")
+            check_payload(req.code, req.stdin, req.limits or default)
+        except (TypeError, ValueError) as exc:
+            kind = TypeError if isinstance(exc, TypeError) else ValueError
+            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+            raise kind(f"request {i}: {msg}") from exc
+        items.append(req)
+    return items
+
+
 def check_payload(code: object, stdin: object, limits: Limits) -> None:
     """Reject what no sandbox should be asked to run, with a message that names the problem."""
     if not isinstance(code, str):
@@ -106,7 +139,9 @@ class ExecutionResult(BaseModel):
     """What happened to one run.
 
     ``sandbox_error`` is set only when the sandbox machinery itself failed; the other verdict fields
-    then say nothing about the program and must not be scored.
+    then say nothing about the program and must not be scored. ``node`` is the Ray node id of the
+    node that ran it (``RayExecutor``; a cache hit keeps the node of the run it repeats), None for a
+    local ``Sandbox``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -130,6 +165,7 @@ class ExecutionResult(BaseModel):
     reruns: int = 0
     rerun_reason: str | None = None
     cached: bool = False
+    node: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

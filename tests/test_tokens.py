@@ -1,6 +1,7 @@
 """CodeExecTokens-v0: spaces and both env checkers, the token language, rewards through the
 sandbox (right, equivalent, constant, empty, garbled, length budget), seeding, sandbox failures,
-misuse, and Stable-Baselines3 PPO on DummyVecEnv and SubprocVecEnv."""
+the trajectory log (read by the log tools), misuse, and Stable-Baselines3 PPO on DummyVecEnv and
+SubprocVecEnv."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import code_env.tokens
 import registry
 from code_env import RewardConfig
 from code_env._textimage import GREEN, RED
+from code_env.logtools import replay, stats
 from code_env.tokens import END, VOCAB, CodeExecTokensEnv, expression, program, tokenize
+from code_env.trajectory import read_log
 
 from .conftest import get_sandbox
 
@@ -246,6 +249,58 @@ def test_render_rgb_array_one_frame_size_coloured_by_the_grade() -> None:
 def test_docstring_example_runs() -> None:
     result = doctest.testmod(code_env.tokens, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------------------------------------ the log
+
+
+def test_trajectory_log_every_nth_episode_is_read_replayed_and_counted_by_the_log_tools(tmp_path: Any) -> None:
+    log = tmp_path / "tokens"
+    env = make(max_tokens=5, log_dir=log, log_every=2)
+    episodes = [("7 * x", [END]), ("x", [END]), ("", [END]), ("(7*x)", []), ("7 7 7 7 7", [])]  # the last two fill the budget
+    env.reset(seed=4, options={"problem_id": SEVEN_X})
+    rewards = []
+    for k, (expr, end) in enumerate(episodes):
+        if k:
+            env.reset(options={"problem_id": SEVEN_X})
+        rewards.append(write(env, [*tokenize(expr), *end])[1][-1])
+    env.close()
+    assert rewards[:3] == [1.0, 0.0, -1.0] and rewards[3] == 1.0
+    records = list(read_log(log))
+    assert [r["episode"] for r in records] == [0, 2, 4]  # every 2nd episode, counted from 0
+    first, empty, sevens = records
+    assert first["trace_id"] == f"{SEVEN_X}/0/0" and first["seed"] == 4 and first["turn"] == 0
+    assert first["action"] == program("f", "7 * x") and first["reward"] == 1.0 and first["terminated"]
+    assert first["tokens"] == [*tokenize("7 * x"), END] and not first["max_tokens_reached"]
+    assert first["reward_breakdown"]["tier"] == "all_tests" and len(first["hidden_cases"]) == 8
+    assert all(e["trace_id"].startswith(f"{SEVEN_X}/0/0/") for e in first["executions"])  # the runs' own ids
+    assert (empty["action"], empty["reward"], empty["reward_breakdown"]["tier"]) == (program("f", ""), -1.0, "syntax_error")
+    assert sevens["max_tokens_reached"] and sevens["budget"] is None and sevens["expression"] == "77777"
+    assert sevens["trace_id"] == f"{SEVEN_X}/4/0"  # sample: episodes since the seeded reset
+    # the record has the shape of a CodeExec-v0 step's (every key of it), so the log tools read it
+    text_env = code_env.CodeExecEnv("synthetic:arith", task_params={"n": 5, "seed": 0, "difficulty": 1},
+                                    executor=get_sandbox("process"), log_dir=str(tmp_path / "text"))  # fmt: skip
+    text_env.reset(seed=0, options={"problem_id": SEVEN_X})
+    text_env.step(program("f", "7 * x"))
+    text_env.close()
+    (text_record,) = read_log(tmp_path / "text")
+    assert set(text_record) <= set(first)
+    assert first["config"] == {**text_record["config"], "task_params": {"n": 200, "seed": 0, "difficulty": 1},
+                               "log_dir": str(log), "log_every": 2}  # fmt: skip
+    report = replay(log, executor=get_sandbox("process"))
+    assert report.ok and (report.episodes, report.steps) == (3, 3), report.summary()
+    st = stats(log)
+    assert (st.episodes, st.outcomes["all_tests"], st.outcomes["syntax_error"]) == (3, 1, 1)
+    assert st.outcomes["budget_exhausted"] == 0  # the length budget ends with the program's own grade
+
+
+def test_no_log_without_log_dir_and_bad_log_arguments(tmp_path: Any) -> None:
+    env = make()
+    assert env.logger is None
+    with pytest.raises(ValueError, match="log_every: expected an int >= 1, got 0"):
+        make(log_dir=tmp_path, log_every=0)
+    with pytest.raises(TypeError, match="log_dir: expected a folder path or None, got int"):
+        make(log_dir=3)
 
 
 # --------------------------------------------------------------------------------- misuse

@@ -1,0 +1,130 @@
+"""``sandbox.RayExecutor`` on a local Ray instance (one node: this machine) against the local
+``Sandbox`` with as many workers, in one run, in alternating rounds on the same batches:
+
+* 1,000 trivial programs in one ``run_many`` (target: Ray at most 1.5x the local time);
+* a full HumanEval evaluation: the 164 reference solutions through ``code_env.grade_many``.
+
+Each is reported as a ratio of times (the median of the per-round ratios). The first also
+measures what the executor costs: CPU time of the driver (this process) and of the actor per
+request and per chunk, from the same batch cut into chunks of three sizes (kept in the
+benchmark's ``extra_info``, printed with ``-s``). No assertion on speed: only that both sides agree."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import code_env
+import registry
+from sandbox import Limits, RayExecutor, Sandbox
+from tests._rayenv import ray_environment
+
+from .conftest import record_ratio
+
+CORES = os.cpu_count() or 1
+BATCH, ROUNDS = 1000, 3
+TRIVIAL = "def f():\n    return 1\nassert f() == 1\n"
+LIMITS = Limits(timeout_s=10.0, memory_mb=512)
+
+
+@pytest.fixture(scope="module")
+def both() -> Iterator[tuple[Sandbox, RayExecutor]]:
+    with ray_environment(), Sandbox(workers=CORES) as sb, RayExecutor(workers_per_actor=CORES) as ex:
+        sb.run_many(["pass"] * 40)
+        ex.run_many(["pass"] * 40)
+        yield sb, ex
+
+
+def _alternating(benchmark: Any, local: Callable[[], Any], ray: Callable[[], Any]) -> tuple[list[float], list[float]]:
+    """Rounds of both sides back to back, alternating which goes first; seconds of each; both
+    sides must give the same answer."""
+    local_s: list[float] = []
+    ray_s: list[float] = []
+
+    def pair() -> None:
+        out = {}
+        for side in (local, ray) if len(local_s) % 2 == 0 else (ray, local):
+            t0 = time.perf_counter()
+            out[side] = side()
+            (local_s if side is local else ray_s).append(time.perf_counter() - t0)
+        assert out[local] == out[ray]
+
+    benchmark.pedantic(pair, rounds=ROUNDS, warmup_rounds=0)
+    return local_s, ray_s
+
+
+def test_ray_vs_local_trivial_batch(benchmark: Any, both: tuple[Sandbox, RayExecutor]) -> None:
+    sb, ex = both
+    n = BATCH if benchmark.enabled else 100  # as a smoke test: one small round
+
+    def verdicts(runner: Sandbox | RayExecutor) -> list[tuple[int | None, str]]:
+        return [(r.exit_code, r.stdout) for r in runner.run_many([TRIVIAL] * n, limits=LIMITS)]
+
+    local_s, ray_s = _alternating(benchmark, lambda: verdicts(sb), lambda: verdicts(ex))
+    if len(local_s) > 1:
+        print(f"\nlocal {statistics.median(local_s):.3f} s, ray {statistics.median(ray_s):.3f} s per {n} trivial programs")
+        costs = _costs(n)
+        benchmark.extra_info.update(costs)
+        print("\nRayExecutor costs (CPU ms):", ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
+        record_ratio(name=f"RayExecutor (local Ray, 1 node) vs local Sandbox, run_many of {n} trivial programs, "
+                     f"{len(local_s)} alternating rounds", ours=n / statistics.median(ray_s),
+                     anchor=n / statistics.median(local_s), ratio=statistics.median(r / s for r, s in zip(ray_s, local_s, strict=True)),
+                     target=1.5, unit="executions/s")  # fmt: skip
+
+
+def _costs(n: int) -> dict[str, float]:
+    """CPU per request and per chunk, on the driver and on the actor, from the same batch cut into
+    chunks of 1, 4 runs per worker and n/8 runs: a least-squares fit of cpu = a + chunks * b on
+    each side (a / n: per request)."""
+    points = []
+    for size in (1, 4 * CORES, max(1, n // 8)):
+        small = RayExecutor(workers_per_actor=CORES, chunk_size=size)
+        try:
+            small.run_many(["pass"] * 20)
+            before, actor0, c0 = small.stats, small.actor_cpu_time_s(), time.process_time()
+            small.run_many([TRIVIAL] * n, limits=LIMITS)
+            driver, actor = time.process_time() - c0, small.actor_cpu_time_s() - actor0
+            after = small.stats
+        finally:
+            small.close()
+        wire = sum(after[k] - before[k] for k in ("actor_decode_ms", "actor_encode_ms"))
+        points.append((after["chunks"] - before["chunks"], driver, actor, wire))
+    chunks = [p[0] for p in points]
+    out = {}
+    for side, k in (("driver", 1), ("actor", 2)):
+        per_chunk, fixed = _fit(chunks, [p[k] for p in points])
+        out[f"{side}_ms_per_chunk"], out[f"{side}_ms_per_request"] = 1e3 * per_chunk, 1e3 * fixed / n
+    out["actor_wire_ms_per_request"] = statistics.median(p[3] for p in points) / n  # JSON in and out, on the actor
+    return out  # actor_ms_per_request includes the sandbox's own host-side work (a local Sandbox's too)
+
+
+def _fit(x: list[float], y: list[float]) -> tuple[float, float]:
+    """Least squares y = a + b x: (b, a)."""
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    b = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y, strict=True)) / sum((xi - mx) ** 2 for xi in x)
+    return b, my - b * mx
+
+
+def test_ray_vs_local_full_humaneval(benchmark: Any, both: tuple[Sandbox, RayExecutor]) -> None:
+    sb, ex = both
+    tasks = registry.load("humaneval")
+    items = [(t, t.reference_solution) for t in tasks]
+
+    def rewards(runner: Sandbox | RayExecutor) -> list[float | None]:
+        grades = code_env.grade_many(items, sandbox=runner)
+        assert all(g.reward == 1.0 for g in grades), [g.breakdown for g in grades if g.reward != 1.0][:1]
+        return [g.reward for g in grades]
+
+    local_s, ray_s = _alternating(benchmark, lambda: rewards(sb), lambda: rewards(ex))
+    if len(local_s) > 1:
+        print(f"\nlocal {statistics.median(local_s):.3f} s, ray {statistics.median(ray_s):.3f} s per HumanEval evaluation")
+        record_ratio(name=f"RayExecutor (local Ray, 1 node) vs local Sandbox, HumanEval full evaluation "
+                     f"({len(items)} reference solutions, grade_many), {len(local_s)} alternating rounds",
+                     ours=len(items) / statistics.median(ray_s), anchor=len(items) / statistics.median(local_s),
+                     ratio=statistics.median(r / s for r, s in zip(ray_s, local_s, strict=True)), target=1.5,
+                     unit="problems/s")  # fmt: skip
