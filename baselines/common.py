@@ -172,12 +172,18 @@ def load_config(algo_name: str, algo_model: type[BaseModel], *, config_dir: str 
     paths = {k: Path((files or {}).get(k) or (root / n if (root / n).exists() else CONFIG_DIR / n)) for k, n in names.items()}
     over = parse_overrides(overrides, ["env", "reward", algo_name])
     raw = {k: _read(p) for k, p in paths.items()}
+    # the algorithm's file may hold [env] and [reward] tables: what this algorithm needs differently
+    # from env.json and reward.json (precedence: env.json < [env] of <algo>.toml < --set)
+    own = {section: raw["algo"].pop(section, {}) for section in ("env", "reward")}
+    for section, table in own.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{paths['algo']}: [{section}] must be a table of {section} settings")
     algo_data = raw["algo"][algo_name] if isinstance(raw["algo"].get(algo_name), dict) else raw["algo"]  # [ppo] or top level
-    merged = {"env": {**raw["env"], **over["env"]}, "reward": {**raw["reward"], **over["reward"]},
+    merged = {"env": {**raw["env"], **own["env"], **over["env"]}, "reward": {**raw["reward"], **own["reward"], **over["reward"]},
               "algo": {**algo_data, **over[algo_name]}}  # fmt: skip
 
     def where(k: str, section: str) -> str:
-        return f"{paths[k]}" + (" (with --set)" if over[section] else "")
+        return f"{paths[k]}" + (f" or [{section}] of {paths['algo']}" if own.get(section) else "") + (" (with --set)" if over[section] else "")
 
     env = validate_section(EnvSettings, merged["env"], where("env", "env"), "env")
     reward = validate_section(RewardConfig, merged["reward"], where("reward", "reward"), "reward")
