@@ -66,6 +66,25 @@ def _text(completion: Any, what: str = "completion") -> str:
     raise TypeError(f"{what}: expected str or a list of chat messages, got {type(completion).__name__}")
 
 
+def grade_record(task: Task, program: str, grade: Grade, config: RewardConfig, *, trace_id: str, n: int,
+                 prompt: Any = None, completion: str | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """A trajectory-log record (``code_env.trajectory``) of one graded sample outside an env (a
+    single-turn episode as ``CodeExec-v0`` logs it): ``code-env stats``, ``audit`` and ``replay``
+    read it. ``n`` is the sample's number; ``extra`` fields (a trainer's step) are added as given."""
+    env = EnvConfig(tasks="<inline>", reward=config, max_action_chars=MAX_TEXT_CHARS).model_dump(mode="json")
+    return {
+        "trace_id": trace_id, "episode": n, "sample": n, "turn": 0, **extra,
+        "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
+        "prompt": prompt, "completion": program if completion is None else completion, "action": program,
+        "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
+        "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
+        "budget": None, "sandbox_error": grade.sandbox_error,
+        "reward_breakdown": grade.breakdown.model_dump(exclude_none=True),
+        "public_cases": [c.model_dump() for c in grade.feedback],
+        "execution_time_ms": grade.run.execution_time_ms, "config": env, "task": task.model_dump(mode="json"),
+    }  # fmt: skip
+
+
 class TRLReward:
     """``reward_funcs`` for TRL's ``GRPOTrainer``: ``(prompts, completions, **columns) -> list[float | None]``.
 
@@ -167,22 +186,12 @@ class TRLReward:
         assert self.log_dir is not None
         if self._logger is None:
             self._logger = TrajectoryLogger(self.log_dir, every=self.log_every)
-        env = EnvConfig(tasks="<inline>", reward=self.config, max_action_chars=MAX_TEXT_CHARS).model_dump(mode="json")
         for i, ((task, program), grade) in enumerate(zip(pairs, grades, strict=True)):
             n = first + i
             if not self._logger.wants(n):
                 continue
-            self._logger.write({
-                "trace_id": trace_ids[i], "episode": n, "sample": n, "turn": 0, "trl_step": step,
-                "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
-                "prompt": prompts[i], "completion": _text(completions[i]), "action": program,
-                "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
-                "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
-                "budget": None, "sandbox_error": grade.sandbox_error,
-                "reward_breakdown": grade.breakdown.model_dump(exclude_none=True),
-                "public_cases": [c.model_dump() for c in grade.feedback],
-                "execution_time_ms": grade.run.execution_time_ms, "config": env, "task": task.model_dump(mode="json"),
-            })  # fmt: skip
+            self._logger.write(grade_record(task, program, grade, self.config, trace_id=trace_ids[i], n=n,
+                                            prompt=prompts[i], completion=_text(completions[i]), trl_step=step))  # fmt: skip
 
     def close(self) -> None:
         """Close the trajectory log (a later call opens a new file)."""

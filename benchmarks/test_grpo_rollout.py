@@ -1,0 +1,103 @@
+"""The rollout of a GRPO step, in one run, side by side:
+
+* graded samples per second for a group of 8 programs on each of 8 tasks through the batched API
+  (one ``code_env.evaluate`` call: one ``run_many`` for every public and hidden run) against
+  ``code_env.grade`` called one sample at a time, on the same 64 distinct programs (no duplicate
+  to answer from the in-batch cache: the gain is batching alone), as a ratio of times;
+* the default GRPO run (``baselines/configs/grpo.toml``, its first steps): the fraction of the
+  learner's time spent waiting on the sandbox with rollouts overlapping the update, against the
+  same steps without overlap, and the ratio of their step times.
+
+No assertion on speed: only that both sides agree."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import code_env
+import registry
+from baselines.common import Run, load_config
+from baselines.grpo import GRPOSettings, train
+from code_env.grading import shared_sandbox
+
+from .conftest import record_ratio
+
+ROUNDS = 3
+
+
+def _group() -> list[tuple[Any, str]]:
+    """8 tasks x 8 distinct programs: the right one, wrong ones, a syntax error, a crash."""
+    tasks = registry.load("synthetic:arith", n=8, seed=77, difficulty=1)
+    items = []
+    for t in tasks:
+        body = t.reference_solution.split("return", 1)[1].strip()
+        for expr in (body, "x", "x + 1", "x * 3", "0", f"({body}) + 1", "x +", "1 // 0"):
+            items.append((t, f"def {t.entry_point}(x):\n    return {expr}\n"))
+    return items
+
+
+def test_grpo_group_batched_vs_one_at_a_time(benchmark: Any) -> None:
+    items = _group()
+    sandbox = shared_sandbox("auto")
+    code_env.evaluate(items[:8], executor=sandbox)  # warm
+    batched_s: list[float] = []
+    single_s: list[float] = []
+
+    def pair() -> None:
+        out = {}
+        order = ("batched", "single") if len(batched_s) % 2 == 0 else ("single", "batched")
+        for side in order:
+            t0 = time.perf_counter()
+            if side == "batched":
+                out[side] = [e.reward for e in code_env.evaluate(items, executor=sandbox)]
+            else:
+                out[side] = [code_env.grade(t, c, sandbox=sandbox).reward for t, c in items]
+            (batched_s if side == "batched" else single_s).append(time.perf_counter() - t0)
+        assert out["batched"] == out["single"]
+
+    benchmark.pedantic(pair, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0)
+    if len(batched_s) > 1:
+        n = len(items)
+        record_ratio(name=f"GRPO rollout: {n} samples (8 tasks x 8 programs) through code_env.evaluate vs code_env.grade "
+                     f"one at a time, {len(batched_s)} alternating rounds", ours=n / statistics.median(batched_s),
+                     anchor=n / statistics.median(single_s),
+                     ratio=statistics.median(b / s for b, s in zip(batched_s, single_s, strict=True)), target=1.0,
+                     unit="graded samples/s")  # fmt: skip
+
+
+def _wait(run_dir: Path) -> tuple[float, float]:
+    """The learner's total wait and total step time of a run (timing.csv)."""
+    with open(run_dir / "timing.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    step = sum(float(r["step_s"]) for r in rows)
+    return sum(float(r["learner_wait_fraction"]) * float(r["step_s"]) for r in rows), step
+
+
+def test_grpo_learner_wait_with_and_without_overlap(benchmark: Any, tmp_path: Path) -> None:
+    steps = 12 if benchmark.enabled else 2
+    results: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+
+    def pair() -> None:
+        for overlap in (True, False) if len(results[True]) % 2 == 0 else (False, True):
+            cfg = load_config("grpo", GRPOSettings, overrides=[f"grpo.overlap={str(overlap).lower()}", "grpo.eval_interval=0"])
+            out = tmp_path / f"{overlap}-{len(results[overlap])}"
+            with Run.create("grpo", cfg, out=out) as run:
+                train(cfg, run, progress=False, max_steps=steps)
+            results[overlap].append(_wait(out))
+
+    benchmark.pedantic(pair, rounds=2 if benchmark.enabled else 1, warmup_rounds=0)
+    wait = {k: sum(w for w, _ in v) / sum(s for _, s in v) for k, v in results.items()}
+    step = {k: sum(s for _, s in v) / (len(v) * steps) for k, v in results.items()}
+    benchmark.extra_info.update({"wait_fraction_overlap": wait[True], "wait_fraction_serial": wait[False],
+                                 "step_s_overlap": step[True], "step_s_serial": step[False]})  # fmt: skip
+    print(f"\nGRPO default run, {steps} steps: learner waits {wait[True]:.0%} of its time with overlap "
+          f"({step[True]:.2f} s/step), {wait[False]:.0%} without ({step[False]:.2f} s/step)")
+    if benchmark.enabled:
+        record_ratio(name=f"GRPO default run ({steps} steps, eval off): step time with rollouts overlapping the update vs "
+                     f"without; learner waits on the sandbox {wait[True]:.0%} vs {wait[False]:.0%} of its time",
+                     ours=1 / step[True], anchor=1 / step[False], ratio=step[True] / step[False], target=1.0,
+                     unit="steps/s")  # fmt: skip
