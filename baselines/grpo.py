@@ -782,11 +782,18 @@ def curve_plot(run_dir: Path, width: int = 60) -> str:
     reference run's, on the reference's step axis, as a text plot."""
     mine = smoothed(read_curve(run_dir / "curve.csv").get("pass_rate", []))
     series = {"this run": mine}
+    note = ""
     if REFERENCE.exists():
         ref = smoothed(read_curve(REFERENCE).get("pass_rate", []))
-        series = {"this run": mine + [math.nan] * (len(ref) - len(mine)), "reference": ref}
-    return f"training pass rate (trailing mean of 20 steps) over {len(series['this run'])} steps\n" + text_plot(
-        series, width=width, height=10, lo=0.0, hi=1.0)
+        # the reference first: where this run lies on it, this run's marks are the ones drawn
+        series = {"reference": ref, "this run": mine + [math.nan] * (len(ref) - len(mine))}
+        rows = (run_dir / "curve.csv").read_text(encoding="utf-8").splitlines()
+        same = rows == REFERENCE.read_text(encoding="utf-8").splitlines()[: len(rows)]
+        note = (f"\nthis run's {len(rows) - 1} rows of curve.csv are {'identical to' if same else 'NOT the same as'} "
+                f"the reference's first {len(rows) - 1}")
+    steps = max(len(v) for v in series.values())
+    return (f"training pass rate (trailing mean of 20 steps) over {steps} steps\n"
+            + text_plot(series, width=width, height=10, lo=0.0, hi=1.0) + note)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
