@@ -640,6 +640,8 @@ def _check(cfg: RunConfig) -> GRPOSettings:
                           f"(--model PATH trains a language model on any task set)")  # fmt: skip
     if env.max_turns != 1:
         raise ConfigError(f"env.max_turns: this GRPO is single-turn (1), got {env.max_turns}")
+    if algo.model is not None and not Path(algo.model, "config.json").is_file():
+        raise ConfigError(f"--model {algo.model}: not a Hugging Face model folder (no config.json)")
     return algo
 
 

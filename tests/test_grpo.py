@@ -58,8 +58,9 @@ def test_shipped_config_loads_and_every_field_is_described() -> None:
         ("grpo.group_size=1", r"grpo\.group_size"),
         ("grpo.temperature=0.5", r"temperature 0\.5 is below temperature_floor 1\.0"),
         ("env.task_set=builtin", r"env\.task_set: the GRU policy writes programs for synthetic:arith only"),
+        ("grpo.model=/nonexistent/model", r"--model /nonexistent/model: not a Hugging Face model folder"),
     ],
-    ids=["unknown-key", "group-of-one", "below-floor", "task-set"],
+    ids=["unknown-key", "group-of-one", "below-floor", "task-set", "no-model"],
 )
 def test_a_bad_config_is_a_clear_error_naming_the_key(override: str, message: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
