@@ -21,7 +21,14 @@ from typing import Any, Literal
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
 from .errors import BackendUnavailableError, SandboxClosedError, UnknownBackendError
-from .models import ExecutionResult, Limits, RunRequest, check_payload, coerce_requests
+from .models import (
+    ExecutionResult,
+    Limits,
+    RunRequest,
+    check_payload,
+    coerce_requests,
+    resolve_limits,
+)
 
 log = logging.getLogger("sandbox.ray")
 
@@ -409,11 +416,7 @@ class RayExecutor:
         return self.run_many([RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id)])[0]
 
     def _limits(self, limits: Limits | None) -> Limits:
-        if limits is None:
-            return self.default_limits
-        if not isinstance(limits, Limits):
-            raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
-        return limits
+        return resolve_limits(limits, self.default_limits)
 
     def run_many(
         self,

@@ -14,7 +14,14 @@ from typing import Any, Literal, Protocol
 
 from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
-from .models import ExecutionResult, Limits, RunRequest, check_payload, coerce_requests
+from .models import (
+    ExecutionResult,
+    Limits,
+    RunRequest,
+    check_payload,
+    coerce_requests,
+    resolve_limits,
+)
 
 log = logging.getLogger("sandbox")
 BACKENDS = ("auto", "process", "nsjail")
@@ -145,11 +152,7 @@ class Sandbox:
         return self._run_checked(code, stdin, lim, trace_id)
 
     def _limits(self, limits: Limits | None) -> Limits:
-        if limits is None:
-            return self.default_limits
-        if not isinstance(limits, Limits):
-            raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
-        return limits
+        return resolve_limits(limits, self.default_limits)
 
     def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None) -> ExecutionResult:
         backend = self._live()

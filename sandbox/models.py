@@ -89,6 +89,15 @@ class RunRequest(BaseModel):
         return self
 
 
+def resolve_limits(limits: Limits | None, default: Limits) -> Limits:
+    """A call's ``limits`` argument: ``default`` when None, else it must be a ``Limits``."""
+    if limits is None:
+        return default
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
+    return limits
+
+
 def coerce_requests(requests: Iterable[RunRequest | Mapping[str, Any] | str], default: Limits) -> list[RunRequest]:
     """``run_many``'s input as ``RunRequest``s: each a ``RunRequest``, a mapping of its fields or a
     plain code string, checked against its own limits or ``default``. All are checked before any
