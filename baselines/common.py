@@ -91,6 +91,13 @@ class EnvSettings(BaseModel):
         return registry.load(self.task_set, **_generated(self.task_set, self.n_eval_tasks, self.eval_task_seed,
                                                          self.eval_difficulty))  # fmt: skip
 
+    def runner(self) -> Any:
+        """Where this config's programs run: ``executor`` (local or ray, with ``backend`` and
+        ``ray_address``) as ``code_env.grading.resolve_executor`` makes it."""
+        from code_env.grading import resolve_executor
+
+        return resolve_executor(self.executor, backend=self.backend, ray_address=self.ray_address)
+
 
 def _generated(task_set: str, n: int, seed: int, difficulty: int | None) -> dict[str, Any]:
     return {"n": n, "seed": seed, "difficulty": difficulty} if task_set.startswith("synthetic:") else {}

@@ -462,14 +462,11 @@ class Judge:
     lives as long as the run, so a rerun sees the same hits. Every ``log_every``-th pair it sends
     to the sandbox goes to the trajectory log in ``log_dir`` (``code-env stats``/``replay`` read it)."""
 
-    def __init__(self, cfg: RunConfig, use_cache: bool, executor: Any = None, log_dir: Path | None = None,
+    def __init__(self, executor: Any, reward: Any, use_cache: bool, log_dir: Path | None = None,
                  log_every: int = 1) -> None:  # fmt: skip
-        from code_env.grading import resolve_executor
         from code_env.trajectory import TrajectoryLogger
 
-        self.executor = resolve_executor(executor if executor is not None else cfg.env.executor, backend=cfg.env.backend,
-                                         ray_address=cfg.env.ray_address)  # fmt: skip
-        self.reward = cfg.reward
+        self.executor, self.reward = executor, reward
         self.cache: dict[tuple[str, str], tuple[float, str]] | None = {} if use_cache else None
         self.logger = TrajectoryLogger(log_dir, every=log_every) if log_dir is not None else None
         self.judged = 0  # pairs sent to the sandbox so far
@@ -659,9 +656,12 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
     for p in ref.module.parameters():
         p.requires_grad_(False)
     opt = torch.optim.Adam(policy.module.parameters(), lr=algo.learning_rate)
+    from code_env.grading import resolve_executor
+
+    runner = cfg.env.runner() if executor is None else resolve_executor(executor)
     log_every = cfg.env.log_every
-    judge = Judge(cfg, algo.cache, executor, run.trajectories / "train", log_every)
-    eval_judge = Judge(cfg, True, executor, run.trajectories / "heldout", log_every)
+    judge = Judge(runner, cfg.reward, algo.cache, run.trajectories / "train", log_every)
+    eval_judge = Judge(runner, cfg.reward, True, run.trajectories / "heldout", log_every)
     pool, held_out = cfg.env.train_tasks(), cfg.env.eval_tasks()
     max_tokens = cfg.env.max_tokens
 

@@ -624,10 +624,9 @@ def evaluate_agent(cfg: RunConfig, tasks: Sequence[Any], transport: Transport, m
     from tqdm import tqdm
 
     import code_env  # noqa: F401 - registers CodeExec-v0
-    from code_env.grading import resolve_executor
 
     settings: LLMAgentSettings = cfg.algo  # type: ignore[assignment]
-    executor = executor if executor is not None else resolve_executor(cfg.env.executor, backend=cfg.env.backend, ray_address=cfg.env.ray_address)
+    executor = executor if executor is not None else cfg.env.runner()
     local = threading.local()
     envs: list[Any] = []
     envs_lock = threading.Lock()

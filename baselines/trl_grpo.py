@@ -228,12 +228,11 @@ def train(cfg: RunConfig, settings: TRLGRPOSettings, model: str, run: Run) -> di
     from trl import GRPOTrainer
 
     import code_env
-    from code_env.grading import resolve_executor
 
     tasks = cfg.env.train_tasks()
     curve = _CurveLogger(run)
     fmt = code_env.trl.prompt_format(model) if settings.prompt_format == "auto" else settings.prompt_format
-    reward = code_env.TRLReward(tasks, sandbox=resolve_executor(cfg.env.executor, backend=cfg.env.backend, ray_address=cfg.env.ray_address), config=cfg.reward,
+    reward = code_env.TRLReward(tasks, sandbox=cfg.env.runner(), config=cfg.reward,
                                 join_prompt=settings.join_prompt, log_dir=run.trajectories,
                                 log_every=cfg.env.log_every)  # fmt: skip
     dataset = code_env.trl_dataset(tasks, format=fmt, system_prompt=settings.system_prompt)
