@@ -41,17 +41,16 @@ def _group() -> list[tuple[Any, str]]:
     return items
 
 
-def test_grpo_group_batched_vs_one_at_a_time(benchmark: Any) -> None:
-    items = _group()
+def _batched_vs_single(benchmark: Any, items: list[tuple[Any, str]], what: str) -> None:
+    """Alternating rounds of one ``code_env.evaluate`` call on ``items`` and ``code_env.grade`` on
+    each in turn, same sandbox, same rewards required; recorded as a ratio of times."""
     sandbox = shared_sandbox("auto")
-    code_env.evaluate(items[:8], executor=sandbox)  # warm
     batched_s: list[float] = []
     single_s: list[float] = []
 
     def pair() -> None:
         out = {}
-        order = ("batched", "single") if len(batched_s) % 2 == 0 else ("single", "batched")
-        for side in order:
+        for side in ("batched", "single") if len(batched_s) % 2 == 0 else ("single", "batched"):
             t0 = time.perf_counter()
             if side == "batched":
                 out[side] = [e.reward for e in code_env.evaluate(items, executor=sandbox)]
@@ -63,11 +62,16 @@ def test_grpo_group_batched_vs_one_at_a_time(benchmark: Any) -> None:
     benchmark.pedantic(pair, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0)
     if len(batched_s) > 1:
         n = len(items)
-        record_ratio(name=f"GRPO rollout: {n} samples (8 tasks x 8 programs) through code_env.evaluate vs code_env.grade "
-                     f"one at a time, {len(batched_s)} alternating rounds", ours=n / statistics.median(batched_s),
-                     anchor=n / statistics.median(single_s),
+        record_ratio(name=f"{what} through code_env.evaluate vs code_env.grade one at a time, {len(batched_s)} alternating "
+                     f"rounds", ours=n / statistics.median(batched_s), anchor=n / statistics.median(single_s),
                      ratio=statistics.median(b / s for b, s in zip(batched_s, single_s, strict=True)), target=1.0,
                      unit="graded samples/s")  # fmt: skip
+
+
+def test_grpo_group_batched_vs_one_at_a_time(benchmark: Any) -> None:
+    items = _group()
+    code_env.evaluate(items[:8], executor=shared_sandbox("auto"))  # warm
+    _batched_vs_single(benchmark, items, f"GRPO rollout: {len(items)} samples (8 tasks x 8 programs)")
 
 
 def test_grpo_sampled_group_batched_vs_one_at_a_time(benchmark: Any, tmp_path: Path) -> None:
@@ -88,31 +92,9 @@ def test_grpo_sampled_group_batched_vs_one_at_a_time(benchmark: Any, tmp_path: P
     programs = policy.sample(tasks, 1.0, torch.Generator().manual_seed(0)).programs
     items = list(zip(tasks, programs, strict=True))
     distinct = len(set((t.problem_id, p) for t, p in items))
-    sandbox = shared_sandbox("auto")
-    batched_s: list[float] = []
-    single_s: list[float] = []
-
-    def pair() -> None:
-        out = {}
-        for side in ("batched", "single") if len(batched_s) % 2 == 0 else ("single", "batched"):
-            t0 = time.perf_counter()
-            if side == "batched":
-                out[side] = [e.reward for e in code_env.evaluate(items, executor=sandbox)]
-            else:
-                out[side] = [code_env.grade(t, c, sandbox=sandbox).reward for t, c in items]
-            (batched_s if side == "batched" else single_s).append(time.perf_counter() - t0)
-        assert out["batched"] == out["single"]
-
-    benchmark.pedantic(pair, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0)
     benchmark.extra_info["distinct_pairs"] = distinct
-    if len(batched_s) > 1:
-        n = len(items)
-        record_ratio(name=f"GRPO rollout as sampled: {n} programs from the default run's policy after {steps} steps "
-                     f"(8 tasks x 8, {distinct} distinct) through code_env.evaluate vs code_env.grade one at a time, "
-                     f"{len(batched_s)} alternating rounds", ours=n / statistics.median(batched_s),
-                     anchor=n / statistics.median(single_s),
-                     ratio=statistics.median(b / s for b, s in zip(batched_s, single_s, strict=True)), target=1.0,
-                     unit="graded samples/s")  # fmt: skip
+    _batched_vs_single(benchmark, items, f"GRPO rollout as sampled: {len(items)} programs from the default run's policy "
+                       f"after {steps} steps (8 tasks x 8, {distinct} distinct)")  # fmt: skip
 
 
 def _wait(run_dir: Path) -> tuple[float, float]:
