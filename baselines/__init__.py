@@ -8,6 +8,13 @@
 
 Every run is configured by ``baselines/configs/`` (override any field with ``--set``) and writes
 one run directory (``baselines.common``). ``baselines/reference/`` holds the reference curves.
+
+Importing this package pins torch's CPU code paths (``baselines.determinism``) before anything
+imports torch, so that a curve is the same on every x86-64 machine.
 """
+
+from baselines.determinism import pin_cpu
+
+pin_cpu()
 
 __all__: list[str] = []

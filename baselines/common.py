@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TextIO, TypeVar
@@ -39,6 +40,8 @@ from typing import Any, Literal, TextIO, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from baselines import determinism
+from baselines.determinism import check_pin
 from code_env._errors import first_error
 from code_env.reward import RewardConfig
 
@@ -209,13 +212,15 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
 
 def seed_everything(seed: int, *, threads: int = 1) -> None:
     """Seed Python's ``random``, NumPy's global generator and torch; make torch deterministic and
-    single-threaded (``threads``) so that a CPU run repeats to the last digit."""
+    single-threaded (``threads``) so that a CPU run repeats to the last digit, on any x86-64 CPU
+    (``baselines.determinism``: the pinned code paths are checked here)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     try:
         import torch
     except ModuleNotFoundError:
         return
+    check_pin()  # the CPU pin (set when ``baselines`` was imported) is in force, or a warning says why not
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)
@@ -287,7 +292,7 @@ class Run:
         resolved = config.as_dict() if isinstance(config, RunConfig) else dict(config)
         (path / "config.json").write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         meta = {"seed": seed, "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "versions": _versions(), "git": git_commit()}  # fmt: skip
+                "versions": _versions(), "git": git_commit(), "numerics": determinism.describe()}  # fmt: skip
         (path / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         self._curve = _Csv(path / "curve.csv")
         self._timing = _Csv(path / "timing.csv")
@@ -366,6 +371,54 @@ class Run:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    """How a run's ``curve.csv`` compares with a reference's first rows (``compare_rows``)."""
+
+    rows: int
+    identical: bool  # every cell, to the last digit
+    outcomes_identical: bool  # every cell outside ``tolerant`` (rewards, pass rates, counts...)
+    max_rel_diff: float  # over the ``tolerant`` columns (0.0 when identical)
+    message: str  # what was checked, and the first difference
+
+
+def compare_rows(mine: str | Path, reference: str | Path, *, tolerant: Sequence[str] = (),
+                 rtol: float = 1e-6) -> RowComparison:  # fmt: skip
+    """Compare the rows of ``mine`` with the first as many rows of ``reference``, cell by cell as
+    written (floats are written with ``repr``: equal text is equal bits). Columns in ``tolerant``
+    (the learner's floats: losses, KL, entropy) may differ by ``rtol`` relative for the outcome to
+    count as ``outcomes_identical``; every other column must be identical. The message says exactly
+    which of the two held, or where the first difference is."""
+    with open(mine, newline="", encoding="utf-8") as fh:
+        a = list(csv.DictReader(fh))
+    with open(reference, newline="", encoding="utf-8") as fh:
+        b = list(csv.DictReader(fh))[: len(a)]
+    n = len(a)
+    if len(b) < n or (a and list(a[0]) != list(b[0])):
+        why = f"the reference has {len(b)} rows" if len(b) < n else "the columns differ"
+        return RowComparison(n, False, False, math.inf, f"{n} rows NOT compared: {why}")
+    worst, first_exact, first_outcome = 0.0, None, None
+    for i, (ra, rb) in enumerate(zip(a, b, strict=True), start=1):
+        for col, va in ra.items():
+            vb = rb[col]
+            if va == vb:
+                continue
+            first_exact = first_exact or (i, col, va, vb)
+            if col in tolerant and va and vb:
+                x, y = float(va), float(vb)
+                worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1e-300))
+                continue
+            first_outcome = first_outcome or (i, col, va, vb)
+    if first_exact is None:
+        return RowComparison(n, True, True, 0.0, f"{n} rows identical to the reference's first {n}")
+    where = "row {}, {}: {} vs {}".format(*(first_outcome or first_exact))
+    if first_outcome is None and worst <= rtol:
+        msg = (f"{n} rows: outcomes identical to the reference's (every column but {', '.join(tolerant)}), "
+               f"those within {rtol:g} relative (largest {worst:.1e}); NOT identical (first: {where})")  # fmt: skip
+        return RowComparison(n, False, True, worst, msg)
+    return RowComparison(n, False, first_outcome is None, worst, f"{n} rows NOT the same as the reference's (first difference: {where})")
 
 
 def read_curve(path: str | Path) -> dict[str, list[float]]:

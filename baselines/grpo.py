@@ -75,6 +75,7 @@ from baselines.common import (
     Run,
     RunConfig,
     add_run_args,
+    compare_rows,
     format_table,
     load_config,
     read_curve,
@@ -86,6 +87,9 @@ from registry import Task
 
 NAME = "grpo"
 REFERENCE = Path(__file__).resolve().parent / "reference" / "grpo.csv"
+# the learner's float columns of curve.csv: the only ones a CPU's arithmetic could move (the pin
+# keeps them identical on x86-64; compare_rows names any difference elsewhere)
+LEARNER_FLOATS = ("loss", "entropy", "kl")
 TARGET_PASS_RATE = 0.5  # the target: held-out every-test pass rate of the greedy policy
 
 
@@ -789,10 +793,7 @@ def curve_plot(run_dir: Path, width: int = 60) -> str:
         ref = smoothed(read_curve(REFERENCE).get("pass_rate", []))
         # the reference first: where this run lies on it, this run's marks are the ones drawn
         series = {"reference": ref, "this run": mine + [math.nan] * (len(ref) - len(mine))}
-        rows = (run_dir / "curve.csv").read_text(encoding="utf-8").splitlines()
-        same = rows == REFERENCE.read_text(encoding="utf-8").splitlines()[: len(rows)]
-        note = (f"\nthis run's {len(rows) - 1} rows of curve.csv are {'identical to' if same else 'NOT the same as'} "
-                f"the reference's first {len(rows) - 1}")
+        note = f"\ncurve.csv: {compare_rows(run_dir / 'curve.csv', REFERENCE, tolerant=LEARNER_FLOATS).message}"
     steps = max(len(v) for v in series.values())
     return (f"training pass rate (trailing mean of 20 steps) over {steps} steps\n"
             + text_plot(series, width=width, height=10, lo=0.0, hi=1.0) + note)  # fmt: skip

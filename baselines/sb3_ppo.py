@@ -74,8 +74,10 @@ from baselines.common import (
     Run,
     RunConfig,
     add_run_args,
+    compare_rows,
     format_table,
     load_config,
+    read_curve,
     seed_everything,
     text_plot,
 )
@@ -84,6 +86,9 @@ from code_env.tokens import VOCAB, CodeExecTokensEnv
 
 NAME = "ppo"
 REFERENCE = Path(__file__).resolve().parent / "reference" / "ppo.csv"
+# the learner's float columns of curve.csv: the only ones a CPU's arithmetic could move (the pin
+# keeps them identical on x86-64; compare_rows names any difference elsewhere)
+LEARNER_FLOATS = ("entropy", "policy_loss", "value_loss", "approx_kl", "clip_fraction", "explained_variance")
 TARGET_MARGIN = 0.5  # the trained policy's mean reward at least this much above the random policy's
 TARGET_PASS_RATE = 0.30  # and its hidden-test pass rate at least this, on the held-out tasks
 
@@ -509,14 +514,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report(result, cfg))
-    from baselines.common import read_curve
-
     curve = read_curve(result.run_dir / "curve.csv")
     if curve.get("pass_rate"):
         series = {"pass rate (training episodes)": curve["pass_rate"]}
         if REFERENCE.exists():
             series["reference"] = read_curve(REFERENCE).get("pass_rate", [])
         print(text_plot(series, width=60, height=10, lo=0.0, hi=1.0))
+    if REFERENCE.exists():
+        print(f"curve.csv: {compare_rows(result.run_dir / 'curve.csv', REFERENCE, tolerant=LEARNER_FLOATS).message}")
     print(f"curve: {result.run_dir / 'curve.png'}")
     return 0
 

@@ -1,6 +1,7 @@
 """Make the reference run of a learning baseline with its shipped config and seed, and write
 ``baselines/reference/<algo>.csv`` (the curve, exactly as the run wrote it), ``<algo>.png``,
-``<algo>.json`` (the run's summary) and ``<algo>.md`` (the table the README shows); then refresh
+``<algo>.json`` (the run's summary), ``<algo>.meta.json`` (the run's ``meta.json``: the CPU, the
+CPU pin in force, the torch/BLAS build) and ``<algo>.md`` (the table the README shows); then refresh
 the README's generated tables.
 
     python scripts/make_reference.py grpo              # train now (GRPO ~10 min, PPO ~15 min)
@@ -97,17 +98,24 @@ def main() -> int:
         if made != expected:
             print(f"error: {run_dir} was not made with the shipped {algo} config", file=sys.stderr)
             return 2
+        meta = json.loads((run_dir / "meta.json").read_text())
+        if not (meta.get("numerics") or {}).get("pin", {}).get("pinned"):
+            print(f"error: {run_dir} did not run under the CPU pin (baselines.determinism): its curve would hold on "
+                  "its own kind of CPU only", file=sys.stderr)  # fmt: skip
+            return 2
         summary = json.loads((run_dir / "summary.json").read_text())
         for key in ("run_dir", "model_path"):
             summary.pop(key, None)
         REFERENCE.mkdir(exist_ok=True)
         shutil.copyfile(run_dir / "curve.csv", REFERENCE / f"{algo}.csv")
         (REFERENCE / f"{algo}.json").write_text(json.dumps(summary, indent=2) + "\n")
+        # the machine, the pin and the builds it ran on: what "the same curve on any machine" rests on
+        (REFERENCE / f"{algo}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         (REFERENCE / f"{algo}.md").write_text(_table(algo, summary, made))
         plot_curves(REFERENCE / f"{algo}.csv", REFERENCE / f"{algo}.png", COLUMNS[algo],
                     title=f"{algo}: reference run ({MODULES[algo]}, default config)")  # fmt: skip
     subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py")], check=True)
-    print(f"wrote {', '.join(str((REFERENCE / f'{algo}.{e}').relative_to(ROOT)) for e in ('csv', 'png', 'json', 'md'))}")
+    print(f"wrote {', '.join(str((REFERENCE / f'{algo}.{e}').relative_to(ROOT)) for e in ('csv', 'png', 'json', 'meta.json', 'md'))}")
     return 0
 
 

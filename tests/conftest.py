@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import baselines  # noqa: F401  (first: it pins torch's CPU code paths before any test imports torch)
 from sandbox import ExecutionResult, RunRequest, Sandbox, _host
 from sandbox._host import uid_processes
 

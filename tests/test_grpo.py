@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from baselines.common import CONFIG_DIR, Run, load_config, read_curve, tomllib
+from baselines.determinism import check_pin
 from baselines.grpo import (
     REFERENCE,
     GRPOSettings,
@@ -192,6 +193,7 @@ def test_the_reference_curve_shows_learning() -> None:
 @pytest.mark.slow
 def test_a_prefix_of_the_default_run_reproduces_the_reference_rows_exactly(tmp_path: Path) -> None:
     cfg = load_config("grpo", GRPOSettings)  # the shipped defaults, as the reference was made
+    assert check_pin()["pinned"], "the CPU pin is not in force: the reference holds under it only"
     with Run.create("grpo", cfg, out=tmp_path / "prefix") as run:
         train(cfg, run, progress=False, max_steps=8)
     mine = (tmp_path / "prefix" / "curve.csv").read_text().splitlines()

@@ -14,6 +14,7 @@ from stable_baselines3 import PPO
 
 import registry
 from baselines.common import CONFIG_DIR, ConfigError, Run, load_config, read_curve, tomllib
+from baselines.determinism import check_pin
 from baselines.sb3_ppo import (
     REFERENCE,
     PPOSettings,
@@ -201,6 +202,7 @@ def test_the_reference_curve_shows_learning() -> None:
 @pytest.mark.slow
 def test_a_prefix_of_the_default_run_reproduces_the_reference_rows_exactly(tmp_path: Path) -> None:
     cfg = load_config("ppo", PPOSettings)  # the shipped defaults, as the reference was made
+    assert check_pin()["pinned"], "the CPU pin is not in force: the reference holds under it only"
     with Run.create("ppo", cfg, out=tmp_path / "prefix") as run:
         train(cfg, run, progress=False, max_rows=3)
     mine = _float_rows(tmp_path / "prefix" / "curve.csv")

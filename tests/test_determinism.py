@@ -1,0 +1,96 @@
+"""The CPU pin (``baselines.determinism``): whatever a user's environment says of torch's CPU code
+paths, a baseline run uses the pinned ones, so the same config and seed give the same rows on
+every x86-64 machine; without the pin, the same outside settings give other rows here (the
+control: it shows this test can see a difference, so it would fail if the pin were removed).
+And ``compare_rows``, which says exactly what a comparison with a reference checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from baselines.common import compare_rows
+from baselines.determinism import OPT_OUT, PINNED_ENV, check_pin, cpu_info, describe
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["grpo.steps=3", "grpo.prompts_per_step=3", "grpo.group_size=4", "grpo.eval_interval=0", "env.n_eval_tasks=4",
+        "env.n_tasks=30", "grpo.hidden=32"]  # fmt: skip
+
+
+def _best_capability() -> str | None:
+    flags = set(cpu_info()["flags"])
+    return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2" if "avx2" in flags else None
+
+
+def _run(tmp: Path, name: str, env: dict[str, str]) -> tuple[list[str], dict[str, object]]:
+    out = tmp / name
+    argv = [sys.executable, "-m", "baselines.grpo", "--quiet", "--out", str(out)]
+    for pair in TINY:
+        argv += ["--set", pair]
+    full = {k: v for k, v in os.environ.items() if k not in PINNED_ENV and k != OPT_OUT} | env
+    proc = subprocess.run(argv, cwd=REPO, env=full, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads((out / "meta.json").read_text())
+    return (out / "curve.csv").read_text().splitlines(), meta["numerics"]
+
+
+@pytest.mark.slow
+def test_two_outside_settings_of_the_cpu_paths_give_identical_rows(tmp_path: Path) -> None:
+    best = _best_capability()
+    if best is None:
+        pytest.skip("this CPU has no AVX2: ATen's default kernels are its only ones, nothing to pin against")
+    # a user's own settings, as different as this machine allows: the scalar kernels, MKL's portable
+    # branch and one thread, against the CPU's best kernels, MKL's own choice and two threads
+    plain = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+    fast = {"ATEN_CPU_CAPABILITY": best, "MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "2"}
+    rows_a, num_a = _run(tmp_path, "pinned-plain", plain)
+    rows_b, num_b = _run(tmp_path, "pinned-fast", fast)
+    assert len(rows_a) == 4  # the header and 3 steps
+    assert rows_a == rows_b
+    for num, outside in ((num_a, plain), (num_b, fast)):
+        pin = num["pin"]  # type: ignore[index]
+        assert pin["pinned"] is True and pin["effective"]["aten_cpu_capability"] == "DEFAULT"
+        assert pin["settings"] == PINNED_ENV
+        assert {k: pin["outside"][k] for k in outside} == outside  # the user's values, recorded
+        assert num["cpu"]["model"] and num["torch"]["build"]  # type: ignore[index]
+    # the control: the same two settings without the pin give other rows on this machine
+    off_a, numoff = _run(tmp_path, "unpinned-plain", plain | {OPT_OUT: "off"})
+    off_b, _ = _run(tmp_path, "unpinned-fast", fast | {OPT_OUT: "off"})
+    assert numoff["pin"]["pinned"] is False  # type: ignore[index]
+    assert off_a != off_b, "without the pin these settings should change the floats: the test could not see a breach"
+
+
+def test_the_pin_is_in_force_in_the_test_process() -> None:
+    # conftest imports baselines before anything imports torch, as python -m baselines.<name> does
+    state = check_pin()
+    assert state["pinned"], state
+    assert state["effective"]["mkldnn_enabled"] is False
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "default"
+    d = describe()
+    assert d["pin"]["requested"] and d["cpu"]["flags"] and any("Math Kernel" in b for b in d["torch"]["build"])
+
+
+def _csv(path: Path, rows: list[str]) -> Path:
+    path.write_text("\n".join(["step,reward,loss", *rows]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("mine", "identical", "outcomes", "says"), [
+    pytest.param(["1,0.5,0.25", "2,0.75,0.125"], True, True, "2 rows identical", id="identical"),
+    pytest.param(["1,0.5,0.25", "2,0.75,0.12500001"], False, True, "outcomes identical", id="loss-within-tolerance"),
+    pytest.param(["1,0.5,0.25", "2,0.75,0.2"], False, True, "NOT the same", id="loss-beyond-tolerance"),
+    pytest.param(["1,0.5,0.25", "2,0.5,0.125"], False, False, "row 2, reward: 0.5 vs 0.75", id="reward-differs"),
+])  # fmt: skip
+def test_compare_rows_says_exactly_what_it_checked(tmp_path: Path, mine: list[str], identical: bool, outcomes: bool,
+                                                   says: str) -> None:  # fmt: skip
+    ref = _csv(tmp_path / "ref.csv", ["1,0.5,0.25", "2,0.75,0.125", "3,1.0,0.0"])
+    got = compare_rows(_csv(tmp_path / "mine.csv", mine), ref, tolerant=("loss",), rtol=1e-6)
+    assert (got.identical, got.outcomes_identical) == (identical, outcomes)
+    assert says in got.message and got.rows == 2
+    if not identical:
+        assert "NOT" in got.message  # never claims more than it checked
