@@ -28,6 +28,7 @@ from .grading import shared_sandbox
 from .vector import CodeExecVectorEnv
 
 DEMO_TIMEOUT_S = 0.5  # per test: the failures time out quickly
+DEMO_BOMB_MEMORY_MB = 64  # the memory bomb's limit: reached in its first block, well within the time limit
 LOG_ROOT = "runs/demo"  # each run logs to a directory of its own in here
 
 
@@ -54,13 +55,17 @@ class Policy:
     expect: str
     program: Callable[[Task], str]
     max_turns: int = 1
+    memory_mb: int | None = None  # the task's own limit unless set
 
 
 POLICIES = [
     Policy("reference solution", "1.0", lambda t: t.reference_solution),
     Policy("syntax error", "-1.0", lambda t: "def solve(:\n    return\n"),
     Policy("infinite loop", "-0.5 (timeout)", lambda t: "while True:\n    pass\n"),
-    Policy("memory bomb", "-0.5 (OOM)", lambda t: "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n"),
+    # under a limit one block exceeds: faulting in 256 MB took ~0.6 s on a busy machine (past the
+    # per-test time limit: a timeout, not OOM); 64 MB takes a quarter of that, alone ~30 ms
+    Policy("memory bomb", "-0.5 (OOM)", lambda t: "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n",
+           memory_mb=DEMO_BOMB_MEMORY_MB),
     Policy("hard-codes public outputs", "<= 0.8", hard_coded),
     Policy("scripted fixer (3 turns)", "1.0 in total", wrong_first, max_turns=3),
 ]
@@ -78,7 +83,8 @@ def run_policy(policy: Policy, tasks: list[Task], log_dir: str | Path, bar: tqdm
     # one episode per sub-env: a finished one is left alone (next-step autoreset: the steps the
     # others still take reset it without running its program), not started again
     envs = CodeExecVectorEnv(len(tasks), executor=shared_sandbox("auto"), tasks=tasks, max_turns=policy.max_turns,
-                             timeout_s=DEMO_TIMEOUT_S, log_dir=str(log_dir), autoreset_mode="next_step")  # fmt: skip
+                             timeout_s=DEMO_TIMEOUT_S, memory_mb=policy.memory_mb, log_dir=str(log_dir),
+                             autoreset_mode="next_step")  # fmt: skip
     try:
         for i, (env, task) in enumerate(zip(envs.envs, tasks, strict=True)):
             env.reset(seed=i, options={"problem_id": task.problem_id})
@@ -152,7 +158,8 @@ def run_demo(*, n_tasks: int = 8, log_dir: str | Path | None = None, as_json: bo
         return 0
     print(f"CodeExec-v0 on {len(tasks)} builtin tasks (difficulties "
           f"{min(t.difficulty for t in tasks)}-{max(t.difficulty for t in tasks)}, "
-          f"{sum(t.kind == 'stdio' for t in tasks)} stdio), per-test time limit {DEMO_TIMEOUT_S:g} s\n")  # fmt: skip
+          f"{sum(t.kind == 'stdio' for t in tasks)} stdio), per-test time limit {DEMO_TIMEOUT_S:g} s, "
+          f"the memory bomb under {DEMO_BOMB_MEMORY_MB} MB\n")  # fmt: skip
     header = ("policy", "expected", "mean return", "min", "max", "tiers", "for example")
     rows: list[tuple[str, ...]] = [header]
     for n, policy in enumerate(POLICIES):

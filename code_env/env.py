@@ -512,7 +512,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         assert self._task is not None
         reward = self.config.reward.budget_exhausted
         breakdown = RewardBreakdown(tier="budget_exhausted", reward=reward, explanation=why)
-        obs = dict(self._obs or self._observation(None, None))
+        # fresh arrays: the caller may hold (and mutate) the previous observation's, e.g. reset's
+        obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
         obs["stderr"] = _clip(f"budget exhausted: {why}\n")
         obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
         info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,

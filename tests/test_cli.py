@@ -4,15 +4,18 @@ one line and exit status 2, task lookup, standard input, the main job's run dire
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field, ValidationError, field_validator
+from tqdm import tqdm
 
 from code_env._errors import first_error
 from code_env.cli import build_parser
@@ -271,6 +274,8 @@ def test_demo_runs_the_policies_side_by_side(tmp_path: Path) -> None:
     assert returns["reference solution"] == [1.0] * 4
     assert returns["syntax error"] == [-1.0] * 4
     assert returns["infinite loop"] == [-0.5] * 4 and returns["memory bomb"] == [-0.5] * 4
+    tiers = {(e["policy"], e["tier"]) for e in episodes if e["policy"] in ("infinite loop", "memory bomb")}
+    assert tiers == {("infinite loop", "timeout"), ("memory bomb", "oom")}  # the row's label is the verdict
     assert all(r <= 0.8 for r in returns["hard-codes public outputs"])
     assert returns["scripted fixer (3 turns)"] == pytest.approx([1.0] * 4)
     assert all(len(e["rewards"]) == 2 for e in episodes if e["policy"] == "scripted fixer (3 turns)")
@@ -284,6 +289,34 @@ def test_demo_runs_the_policies_side_by_side(tmp_path: Path) -> None:
     assert f"trajectory log: {second} (linked as {tmp_path / 'log' / 'latest'})" in table.stdout
     assert sum(len(f.read_text().splitlines()) for f in run.glob("*.jsonl")) == steps  # the first run's log is as it was
     assert (tmp_path / "log" / "latest").resolve() == second.resolve()
+
+
+def _hog(stop_at: float) -> None:
+    while time.time() < stop_at:
+        pass
+
+
+@pytest.mark.slow
+def test_the_demos_memory_bomb_is_oom_on_a_busy_machine(tmp_path: Path) -> None:
+    # the main job's expected column must hold under load: with every core busy twice over, the
+    # bomb still reaches its limit before the per-test time limit (a timeout would be a wrong label)
+    from code_env.demo import POLICIES, pick_tasks, run_policy
+
+    bomb = next(p for p in POLICIES if p.name == "memory bomb")
+    stop_at = time.time() + 300  # the hogs stop by themselves even if the test dies
+    ctx = mp.get_context("fork")
+    hogs = [ctx.Process(target=_hog, args=(stop_at,), daemon=True) for _ in range(2 * (os.cpu_count() or 1))]
+    for h in hogs:
+        h.start()
+    try:
+        tasks = pick_tasks(8)
+        with tqdm(disable=True) as bar:
+            episodes = run_policy(bomb, tasks, tmp_path / "log", bar)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.join()
+    assert [e["tier"] for e in episodes] == ["oom"] * len(tasks)
 
 
 @pytest.mark.slow

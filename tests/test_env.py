@@ -230,6 +230,20 @@ def test_budget_action_chars_truncates_without_crashing() -> None:
     assert [s for s, _ in env.last_timing["transitions"]][-1] == "overflow"
 
 
+def test_a_budget_end_returns_fresh_arrays_not_resets() -> None:
+    # gym.make's passive checker warns when step returns the very arrays reset returned; a caller
+    # holding reset's observation must not see it change under its feet
+    env = gym.make("CodeExec-v0", max_action_chars=100)
+    obs0, _ = env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+    before = {k: v.copy() for k, v in obs0.items() if isinstance(v, np.ndarray)}
+    obs1, *_ = env.step("# " + "x" * 1000 + "\n")
+    for k, v in obs0.items():
+        if isinstance(v, np.ndarray):
+            assert not np.shares_memory(v, obs1[k]), k
+            assert np.array_equal(v, before[k]), k
+    env.close()
+
+
 def test_budget_execution_time_per_turn() -> None:
     env = make(turn_time_s=0.5, max_turns=3)
     env.reset(seed=0, options={"problem_id": "builtin/fizzbuzz-line"})
