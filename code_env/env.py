@@ -44,7 +44,7 @@ from .grading import (
 )
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
-from .trajectory import TrajectoryLogger
+from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
 MAX_TEXT_CHARS = 1 << 20  # prompt, stdout, stderr and feedback in an observation
 INT_BOUND = 2**31 - 1
@@ -70,8 +70,17 @@ class EnvConfig(BaseModel):
     backend: str = Field("auto", description="sandbox backend when no executor is given")
     log_dir: str | None = None
     log_every: int = Field(1, ge=1, description="log every N-th episode")
+    log_max_bytes: int = Field(MAX_TOTAL_BYTES, ge=16 << 10, description="cap of the log directory's *.jsonl files, bytes: past it the oldest parts are deleted")
+    log_text_bytes: int = Field(TEXT_BYTES, ge=64, le=MAX_TEXT_CHARS, description="bytes kept of each long text of a run in a log record (first and last half, with the whole's size and SHA-256)")
     reward: RewardConfig = Field(default_factory=RewardConfig)
     timing_in_observation: bool = Field(False, description="add execution_time_ms to the observation (not reproducible)")
+
+    def logger(self, log_dir: str | os.PathLike[str] | None = None) -> TrajectoryLogger | None:
+        """The trajectory logger of these settings, into ``log_dir`` (default: ``self.log_dir``; None: no log)."""
+        where = self.log_dir if log_dir is None else log_dir
+        if where is None:
+            return None
+        return TrajectoryLogger(where, every=self.log_every, max_total_bytes=self.log_max_bytes, text_bytes=self.log_text_bytes)
 
 
 class StepInfo(BaseModel):
@@ -305,7 +314,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ## Arguments
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
     (uniform | difficulty | curriculum), ``max_turns``, budgets, ``reward`` (``RewardConfig`` or
-    a file), ``backend``, ``timeout_s``/``memory_mb`` overrides, ``log_dir``/``log_every``, and
+    a file), ``backend``, ``timeout_s``/``memory_mb`` overrides, ``log_dir``/``log_every`` and the
+    log's bounds ``log_max_bytes`` (the directory's cap) and ``log_text_bytes`` (kept of each long
+    text of a run; see ``code_env.trajectory``), and
     ``executor`` (anything with ``run_many``, shared between environments; ``"ray"`` for the
     process-wide ``sandbox.RayExecutor`` over a Ray cluster, ``$RAY_ADDRESS`` or a local one;
     default the process-wide sandbox of ``backend``), ``render_mode``
@@ -353,7 +364,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(self.config.backend, executor)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
-        self.logger = TrajectoryLogger(self.config.log_dir, every=self.config.log_every) if self.config.log_dir else None
+        self.logger = self.config.logger()
         self.action_space = AnyText(self.config.max_action_chars)
         self.observation_space = _obs_space(self.config.max_turns, self.config.timing_in_observation)
         self._task: Task | None = None

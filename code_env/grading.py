@@ -9,6 +9,7 @@ import atexit
 import difflib
 import os
 import threading
+import time
 from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
@@ -231,12 +232,20 @@ def _verified(jobs: list[Job]) -> Generator[list[Job], list[Verification], list[
     return results
 
 
-def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner) -> Any:
-    """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return value."""
+def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner,
+               marks: list[tuple[str, float]] | None = None) -> Any:  # fmt: skip
+    """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return
+    value. ``marks``: appended ``("running", t)`` and ``("executed", t)`` (``time.time()``) around
+    each round, the states of the trajectory log."""
     try:
         jobs = next(rounds)
         while True:
-            jobs = rounds.send(verify_many(jobs, runner))
+            if marks is not None:
+                marks.append(("running", time.time()))
+            results = verify_many(jobs, runner)
+            if marks is not None:
+                marks.append(("executed", time.time()))
+            jobs = rounds.send(results)
     except StopIteration as stop:
         return stop.value
 
@@ -255,6 +264,26 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
     runner (a ``Sandbox`` or any executor with its ``run_many``, or ``"local"``/``"ray"``: see
     ``resolve_executor``) at once. Identical pairs are judged once. Grades come back in order; each
     is what ``grade`` would give."""
+    return [j.grade for j in judge_many(items, sandbox=sandbox, config=config, hidden=hidden, trace_ids=trace_ids)]
+
+
+class Judged(NamedTuple):
+    """One pair of ``judge_many``: its grade, the verifications behind it, the trace id its runs
+    carry (``ran_as``: its own, or that of the identical pair of the batch that was judged for
+    it) and the states of the batch with their times (``("queued", t)``, then ``("running", t)``
+    and ``("executed", t)`` per round, ``("judged", t)``)."""
+
+    grade: Grade
+    public: Verification
+    hidden: Verification | None
+    ran_as: str
+    transitions: list[tuple[str, float]]
+
+
+def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
+               hidden: bool = True, trace_ids: Sequence[str] | None = None) -> list[Judged]:  # fmt: skip
+    """``grade_many`` with everything a trajectory record needs: per pair, the verifications
+    (raw ``ExecutionResult``s included), the trace id of its runs and the batch's timed states."""
     for i, pair in enumerate(items):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"items[{i}]: expected a (task, code) pair, got {type(pair).__name__}")
@@ -265,16 +294,23 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
             raise TypeError(f"code: expected str, got {type(code).__name__}")
     if trace_ids is not None and len(trace_ids) != len(items):
         raise ValueError(f"{len(items)} items but {len(trace_ids)} trace ids")
+    marks: list[tuple[str, float]] = [("queued", time.time())]
     unique: dict[tuple[int, str], int] = {}
     first: list[int] = []
     for i, (task, code) in enumerate(items):
         first.append(unique.setdefault((id(task), code), i))  # the tasks live through the call
     todo = sorted(set(first))
-    batch = [(items[i][0], items[i][1], trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0") for i in todo]
+    tids = [trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0" for i in range(len(items))]
+    batch = [(items[i][0], items[i][1], tids[i]) for i in todo]
     runner = resolve_executor(sandbox)
-    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"), runner)
-    grades = {i: s.grade for i, s in zip(todo, scored, strict=True)}
-    return [grades[f] if f == i else grades[f].model_copy(deep=True) for i, f in enumerate(first)]
+    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"), runner, marks)
+    marks.append(("judged", time.time()))
+    by_first = dict(zip(todo, scored, strict=True))
+    out = []
+    for i, f in enumerate(first):
+        g, pub, hid = by_first[f]
+        out.append(Judged(g if f == i else g.model_copy(deep=True), pub, hid, tids[f], marks))
+    return out
 
 
 _judges: dict[JudgeConfig, LLMJudge] = {}

@@ -25,12 +25,12 @@ from .env import (
     check_render_mode,
     default_executor,
     requested_task,
-    task_fingerprint,
     task_prompt,
 )
-from .grading import Scored, run_rounds, score_rounds
+from .grading import Judged, judge_many
+from .records import grade_record
 from .reward import RewardConfig
-from .trajectory import TrajectoryLogger
+from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES
 
 #: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
 VOCAB: tuple[str, ...] = ("x", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "+", "-", "*", "(", ")", "<end>")
@@ -140,8 +140,9 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     for difficulty > 2), ``reward`` (``RewardConfig``, file path, or None for the defaults),
     ``executor`` (anything with ``run_many``; default the process-wide sandbox of ``backend``,
     ``"auto"``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``),
-    ``log_dir`` (a folder for the trajectory log, or None: no log) and ``log_every`` (log every
-    N-th episode, default 1). ``reset(options={"problem_id": ...})`` picks a task of the pool;
+    ``log_dir`` (a folder for the trajectory log, or None: no log), ``log_every`` (log every
+    N-th episode, default 1), ``log_max_bytes`` and ``log_text_bytes`` (the log's bounds, as
+    ``CodeExec-v0``'s). ``reset(options={"problem_id": ...})`` picks a task of the pool;
     otherwise ``reset`` draws one uniformly with ``self.np_random``.
 
     ## Trajectory log
@@ -157,8 +158,15 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     ``public_cases``, ``hidden_cases`` (status and time only), ``executions``,
     ``execution_time_ms``, ``transitions`` (time-stamped states, generating → judged) and
     ``config`` (the equivalent ``CodeExec-v0`` ``EnvConfig``: ``code-env replay`` re-judges the
-    program on the same task with it); plus the token-level ``tokens`` (the actions, ``<end>``
-    included when written), ``expression`` and ``max_tokens_reached``.
+    program on the same task with it); the fields of every trainer's record (``code_env.records``):
+    ``completion`` (the tokens written, as text), ``completion_truncated`` (the length budget
+    ended it), ``completion_tokens``, ``trainer`` and ``step`` (with ``rollout=(n_steps, n_envs)``
+    of an on-policy trainer such as PPO: ``"ppo"`` and the trainer's ``num_timesteps`` after the
+    update that trains on the episode, the step of its ``curve.csv`` row; else None),
+    ``advantage`` (None: PPO's advantages are per token, inside its rollout buffer), ``ran_as``;
+    plus the token-level ``tokens`` (the actions, ``<end>`` included when written),
+    ``expression`` and ``max_tokens_reached``. Long texts of the runs are clipped
+    (``code_env.trajectory``).
 
     ## Version history
     v0: first release; since then ``render_mode="rgb_array"`` (which Stable-Baselines3 asks for
@@ -182,11 +190,15 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                  max_tokens: int = 16, executor: Runner | str | None = None,
                  reward: RewardConfig | str | Path | None = None, backend: str = "auto",
                  render_mode: str | None = None, log_dir: str | Path | None = None,
-                 log_every: int = 1) -> None:  # fmt: skip
+                 log_every: int = 1, log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES,
+                 rollout: tuple[int, int] | None = None) -> None:  # fmt: skip
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 1024:
             raise ValueError(f"max_tokens: expected an int in 1..1024, got {max_tokens!r}")
         if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
             raise ValueError(f"log_every: expected an int >= 1, got {log_every!r}")
+        if rollout is not None and not (isinstance(rollout, tuple) and len(rollout) == 2
+                                        and all(isinstance(v, int) and v >= 1 for v in rollout)):  # fmt: skip
+            raise ValueError(f"rollout: expected (n_steps, n_envs), two ints >= 1, or None, got {rollout!r}")
         if log_dir is not None and not isinstance(log_dir, (str, Path)):
             raise TypeError(f"log_dir: expected a folder path or None, got {type(log_dir).__name__}")
         if isinstance(reward, (str, Path)):
@@ -215,11 +227,14 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._episode = -1  # every episode of this instance
         self._sample = -1  # episodes since the last reset with a seed: the trace id's "sample"
         self._seed: int | None = None
-        self._transitions: list[tuple[str, float]] = []
+        self._generating = 0.0  # when the episode's first token was asked for
+        self._env_steps = 0  # actions taken by this instance since it was made
+        self.rollout = rollout
         self.log_config = EnvConfig(tasks="synthetic:arith", reward=self.reward_config, backend=backend,
                                     task_params={"n": n_tasks, "seed": task_seed, "difficulty": difficulty},
-                                    log_dir=None if log_dir is None else str(log_dir), log_every=log_every)  # fmt: skip
-        self.logger = TrajectoryLogger(log_dir, every=log_every) if log_dir is not None else None
+                                    log_dir=None if log_dir is None else str(log_dir), log_every=log_every,
+                                    log_max_bytes=log_max_bytes, log_text_bytes=log_text_bytes)  # fmt: skip
+        self.logger = self.log_config.logger()
 
     @property
     def task(self) -> Task | None:
@@ -248,7 +263,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             self._seed, self._sample = seed, -1
         self._episode += 1
         self._sample += 1
-        self._transitions = [("generating", time.time())]
+        self._generating = time.time()
         ex = np.zeros((self.n_examples, EXAMPLE_FEATURES), np.float32)
         for k, case in enumerate(task.public_tests):
             (log_x, lin_x), (log_y, lin_y) = _encode(case.args[0] if case.args else None), _encode(case.expected)
@@ -268,6 +283,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                              f"({END} is <end>); got {action!r} of type {type(action).__name__}")  # fmt: skip
         task = self._task
         token = int(action)
+        self._env_steps += 1
         if token != END:
             self._tokens.append(token)
         expr = expression(self._tokens)
@@ -278,55 +294,39 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._done = True
         code = program(task.entry_point or "f", expr)
         trace_id = f"{task.problem_id}/{self._sample}/0"
-        self._transitions += [("queued", time.time()), ("running", time.time())]
-        # the path of code_env.grade (score_rounds), with the trace id and verifications the log needs
-        (scored,) = run_rounds(score_rounds([(task, code, trace_id)], self.reward_config), self.executor)
-        g = scored.grade
-        self._transitions += [("executed", time.time()), ("judged", time.time())]
+        # the path of code_env.grade (score_rounds), with the verifications and timed states the log needs
+        (judged,) = judge_many([(task, code)], sandbox=self.executor, config=self.reward_config, trace_ids=[trace_id])
+        g = judged.grade
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
         if g.reward is None:
             info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
-            self._log(code, 0.0, False, True, info, token, scored)
+            self._log(code, 0.0, False, True, info, token, judged)
             return self._observation(), 0.0, False, True, info
         self._last_reward = round(float(g.reward), 6)
-        self._log(code, self._last_reward, True, False, info, token, scored)
+        self._log(code, self._last_reward, True, False, info, token, judged)
         return self._observation(), self._last_reward, True, False, info
 
     def _log(self, code: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any], last: int,
-             scored: Scored) -> None:  # fmt: skip
+             judged: Judged) -> None:  # fmt: skip
         if self.logger is None or not self.logger.wants(self._episode):
             return
         assert self._task is not None
-        task, (g, pub, hid) = self._task, scored
-        executions = pub.executions + (hid.executions if hid is not None else [])
-        self.logger.write({
-            "trace_id": f"{task.problem_id}/{self._sample}/0",
-            "episode": self._episode,
-            "seed": self._seed,
-            "sample": self._sample,
-            "turn": 0,
-            "problem_id": task.problem_id,
-            "difficulty": task.difficulty,
-            "task_fingerprint": task_fingerprint(task),
-            "prompt": task_prompt(task),
-            "action": code,
-            "reward": reward,
-            "terminated": terminated,
-            "truncated": truncated,
-            "budget": None,
-            "sandbox_error": info["sandbox_error"],
-            "reward_breakdown": g.breakdown.model_dump(exclude_none=True),
-            "public_cases": [c.model_dump() for c in pub.cases],
-            "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
-            "executions": [r.model_dump() for r in executions],
-            "execution_time_ms": g.run.execution_time_ms,
-            "transitions": list(self._transitions),
-            "config": self.log_config.model_dump(mode="json"),
-            "tokens": [*self._tokens, *([END] if last == END else [])],
-            "expression": info["expression"],
-            "max_tokens_reached": last != END,
-        })  # fmt: skip
+        task = self._task
+        tokens = [*self._tokens, *([END] if last == END else [])]
+        step = None
+        if self.rollout is not None:  # the trainer's step after the update that trains on this episode
+            n_steps, n_envs = self.rollout
+            step = -(-self._env_steps // n_steps) * n_steps * n_envs
+        record = grade_record(task, code, judged, self.log_config, trace_id=f"{task.problem_id}/{self._sample}/0",
+                              n=self._episode, sample=self._sample, seed=self._seed, generating=self._generating,
+                              completion=" ".join(VOCAB[t] for t in tokens), completion_truncated=last != END,
+                              completion_tokens=len(tokens), trainer="ppo" if self.rollout is not None else None,
+                              step=step, prompt=task_prompt(task), tokens=tokens, expression=info["expression"],
+                              max_tokens_reached=last != END)  # fmt: skip
+        record["reward"], record["terminated"], record["truncated"] = reward, terminated, truncated
+        record["sandbox_error"] = info["sandbox_error"]
+        self.logger.write(record)
 
     def _observation(self) -> np.ndarray:
         obs = np.zeros(self._size, np.float32)

@@ -31,6 +31,7 @@ every reward function scored ``None`` is left out of its group's baseline and ge
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,10 +40,10 @@ from registry import Task
 from registry.verify import Runner
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
-from .env import MAX_TEXT_CHARS, EnvConfig, task_fingerprint
-from .grading import Grade, default_sandbox, grade_many
+from .grading import Grade, Judged, default_sandbox, judge_many
+from .records import grade_record
 from .reward import RewardConfig
-from .trajectory import TrajectoryLogger
+from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
 if TYPE_CHECKING:
     import datasets
@@ -64,25 +65,6 @@ def _text(completion: Any, what: str = "completion") -> str:
             return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
         return "" if content is None else str(content)
     raise TypeError(f"{what}: expected str or a list of chat messages, got {type(completion).__name__}")
-
-
-def grade_record(task: Task, program: str, grade: Grade, config: RewardConfig, *, trace_id: str, n: int,
-                 prompt: Any = None, completion: str | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
-    """A trajectory-log record (``code_env.trajectory``) of one graded sample outside an env (a
-    single-turn episode as ``CodeExec-v0`` logs it): ``code-env stats``, ``audit`` and ``replay``
-    read it. ``n`` is the sample's number; ``extra`` fields (a trainer's step) are added as given."""
-    env = EnvConfig(tasks="<inline>", reward=config, max_action_chars=MAX_TEXT_CHARS).model_dump(mode="json")
-    return {
-        "trace_id": trace_id, "episode": n, "sample": n, "turn": 0, **extra,
-        "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
-        "prompt": prompt, "completion": program if completion is None else completion, "action": program,
-        "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
-        "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
-        "budget": None, "sandbox_error": grade.sandbox_error,
-        "reward_breakdown": grade.breakdown.model_dump(exclude_none=True),
-        "public_cases": [c.model_dump() for c in grade.feedback],
-        "execution_time_ms": grade.run.execution_time_ms, "config": env, "task": task.model_dump(mode="json"),
-    }  # fmt: skip
 
 
 class TRLReward:
@@ -113,17 +95,23 @@ class TRLReward:
     ``last_grades`` keeps the ``Grade`` of every completion of the latest call.
 
     ``log_dir``: write every ``log_every``-th completion (counted over all calls) as a trajectory
-    record (JSONL, ``code_env.trajectory``): the prompt, the completion, the program graded
-    (``action``), the reward and its breakdown, the public tests' results, TRL's step, and the
-    task with a single-turn env config, so that ``code-env stats`` summarises a TRL run and
-    ``code-env replay`` re-judges it like an environment's log. Trace ids are
-    ``<problem_id>/<n>/0``, ``n`` counting completions over all calls.
+    record (JSONL, ``code_env.records.grade_record``, bounded by ``log_max_bytes`` for the
+    directory and ``log_text_bytes`` per text of a run: ``code_env.trajectory``): the prompt, the
+    whole completion and its length in tokens, the program graded (``action``), the reward and
+    its breakdown, the public tests' results, the raw ``ExecutionResult``s of the public and
+    hidden runs, the timed states, ``trainer="trl"`` and ``step`` (TRL's ``global_step + 1`` at
+    the call: the update the completion is generated for), and the task with a single-turn env
+    config, so that ``code-env stats``/``audit`` read a TRL run and ``code-env replay``
+    re-judges it like an environment's log. ``attach(trainer)`` adds what only the trainer
+    knows: TRL's advantage of each completion, the prompt through the chat template, whether
+    the completion was cut at ``max_completion_length``. Trace ids are ``<problem_id>/<n>/0``,
+    ``n`` counting completions over all calls.
     """
 
     def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
                  config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
                  join_prompt: JoinPrompt = "auto", log: bool = True, log_dir: str | Path | None = None,
-                 log_every: int = 1) -> None:  # fmt: skip
+                 log_every: int = 1, log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES) -> None:  # fmt: skip
         if join_prompt not in ("auto", True, False):
             raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
         if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
@@ -138,7 +126,11 @@ class TRLReward:
         self.completions_seen = 0
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.log_every = log_every
+        self.log_max_bytes, self.log_text_bytes = log_max_bytes, log_text_bytes
         self._logger: TrajectoryLogger | None = None
+        self._trainer: Any = None  # attach(trainer)
+        self._pending: list[dict[str, Any]] = []  # records waiting for their step's advantages
+        self._generating: float | None = None
         self.__name__ = "code_env_reward"  # TRL names the reward's metrics after it
 
     def _task(self, problem_id: Any) -> Task:
@@ -171,30 +163,112 @@ class TRLReward:
         first = self.completions_seen
         trace_ids = [f"{task.problem_id}/{first + i}/0" for i, (task, _) in enumerate(pairs)]
         sandbox = self.sandbox if self.sandbox is not None else default_sandbox()
-        grades = grade_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids)
+        judged = judge_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids)
+        grades = [j.grade for j in judged]
         self.last_grades = grades
         self.completions_seen += len(pairs)
         if self.log:
             self._log(grades, kwargs.get("log_extra"), kwargs.get("log_metric"))
         if self.log_dir is not None:
             step = getattr(kwargs.get("trainer_state"), "global_step", None)
-            self._write(first, trace_ids, prompts, completions, pairs, grades, step)
+            records = self._records(first, trace_ids, prompts, completions, completion_ids, pairs, judged)
+            if self._trainer is None:  # no trainer attached: no advantages to wait for
+                for rec in records:
+                    rec["step"] = None if step is None else step + 1
+                self._write(records)
+            else:
+                self._pending.extend(records)
         return [g.reward for g in grades]
 
-    def _write(self, first: int, trace_ids: list[str], prompts: Sequence[Any], completions: Sequence[Any],
-               pairs: list[tuple[Task, str]], grades: list[Grade], step: int | None) -> None:  # fmt: skip
+    def _records(self, first: int, trace_ids: list[str], prompts: Sequence[Any], completions: Sequence[Any],
+                 completion_ids: Any, pairs: list[tuple[Task, str]], judged: list[Judged]) -> list[dict[str, Any]]:  # fmt: skip
+        """The trajectory records of one call (every completion's, whether logged or not: the
+        advantages of the batch are matched by position)."""
+        tokenizer = getattr(self._trainer, "processing_class", None)
+        stop = set(getattr(self._trainer, "eos_token_ids", None) or []) | {getattr(tokenizer, "pad_token_id", None)}
+        out = []
+        for i, ((task, program), j) in enumerate(zip(pairs, judged, strict=True)):
+            ids: Any = completion_ids[i] if completion_ids is not None else None
+            ids = ids.tolist() if hasattr(ids, "tolist") else ids
+            cut = None if ids is None or self._trainer is None else (not ids or ids[-1] not in stop)  # TRL's own rule
+            out.append(grade_record(task, program, j, self.config, trace_id=trace_ids[i], n=first + i,
+                                    prompt=self._expanded(prompts[i], tokenizer), completion=_text(completions[i]),
+                                    completion_truncated=cut, completion_tokens=None if ids is None else len(ids),
+                                    trainer="trl", generating=self._generating))  # fmt: skip
+        return out
+
+    def _expanded(self, prompt: Any, tokenizer: Any) -> Any:
+        """The prompt as the model read it: a chat prompt through the tokenizer's chat template
+        (as TRL applies it), when a trainer is attached; else as the dataset gave it."""
+        if isinstance(prompt, str) or tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            return prompt
+        kwargs = getattr(getattr(self._trainer, "args", None), "chat_template_kwargs", None) or {}
+        return str(tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True, **kwargs))
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
         assert self.log_dir is not None
         if self._logger is None:
-            self._logger = TrajectoryLogger(self.log_dir, every=self.log_every)
-        for i, ((task, program), grade) in enumerate(zip(pairs, grades, strict=True)):
-            n = first + i
-            if not self._logger.wants(n):
-                continue
-            self._logger.write(grade_record(task, program, grade, self.config, trace_id=trace_ids[i], n=n,
-                                            prompt=prompts[i], completion=_text(completions[i]), trl_step=step))  # fmt: skip
+            self._logger = TrajectoryLogger(self.log_dir, every=self.log_every, max_total_bytes=self.log_max_bytes,
+                                            text_bytes=self.log_text_bytes)  # fmt: skip
+        for rec in records:
+            if self._logger.wants(rec["sample"]):
+                self._logger.write(rec)
+
+    def attach(self, trainer: Any) -> TRLReward:
+        """Follow ``trainer`` (a ``trl.GRPOTrainer`` that has this reward among its
+        ``reward_funcs``) so that the trajectory records carry what only the trainer knows: each
+        completion's advantage (TRL's own, read from the trainer's completion log
+        ``_logs["advantages"]`` when the optimisation step ends), the step (``step``: the
+        trainer's ``global_step`` after the first update that used the completion, the step of
+        its row in the run's curve), the prompt through the chat template, whether the
+        completion was cut at ``max_completion_length`` (no EOS or pad token at its end, TRL's own
+        test) and when generation began. Records are then written when the step ends. Returns self.
+
+        Train-mode generations only: with an eval dataset the eval completions, which have no
+        update, would be matched to the next step's advantages: don't attach then."""
+        from transformers import TrainerCallback
+
+        logs = getattr(trainer, "_logs", None)
+        if not isinstance(logs, dict) or "advantages" not in logs:
+            raise TypeError(f"attach: expected a trl.GRPOTrainer with its completion log _logs['advantages'] "
+                            f"(trl 1.x), got {type(trainer).__name__}")  # fmt: skip
+        reward = self
+
+        class _Follow(TrainerCallback):
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                reward._generating = time.time()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                reward._flush(state.global_step)
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                reward._flush(None)
+
+        self._trainer = trainer
+        trainer.add_callback(_Follow())
+        return self
+
+    def _flush(self, step: int | None) -> None:
+        """Write the pending records with their advantages (``step`` None: the run ended, no update used them)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        if step is not None:
+            n = len(pending)
+            world = int(getattr(getattr(self._trainer, "accelerator", None), "num_processes", 1))
+            rank = int(getattr(getattr(self._trainer, "accelerator", None), "process_index", 0))
+            every = list(self._trainer._logs["advantages"])[-n * world :]  # the generation batch, every process's
+            if len(every) != n * world:
+                raise RuntimeError(f"TRL's completion log holds {len(every)} advantages for {n} completions on "
+                                   f"{world} processes: the records cannot be matched to them")  # fmt: skip
+            for rec, adv in zip(pending, every[rank * n : (rank + 1) * n], strict=True):
+                rec["advantage"], rec["step"] = float(adv), step
+        self._write(pending)
 
     def close(self) -> None:
-        """Close the trajectory log (a later call opens a new file)."""
+        """Write what is pending and close the trajectory log (a later call opens a new file)."""
+        if self._pending:
+            self._flush(None)
         if self._logger is not None:
             self._logger.close()
             self._logger = None

@@ -243,3 +243,122 @@ def test_other_bad_input(log: Path, tmp_path: Path) -> None:
         stats(tmp_path / "odd.jsonl")
     out = cli("audit", str(log), "--top", "0")
     assert out.returncode == 2 and "expected a positive integer" in out.stderr and "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------------------- bounded logs
+
+# 9 MiB of stderr and a return value of 1 MiB less 64 bytes (the verifier's result channel takes up to 1 MiB of JSON)
+FLOOD = "import sys\ndef f(x):\n    sys.stderr.write('e' * (9 << 20))\n    return 'r' * ((1 << 20) - 64)\n"
+FLOOD_TASK = registry.Task(problem_id="flood/f", prompt="Return x.", kind="function", entry_point="f",
+                           reference_solution="def f(x):\n    return x\n", public_tests=[registry.TestCase(args=[1], expected=1)],
+                           hidden_tests=[registry.TestCase(args=[2], expected=2)])  # fmt: skip
+RECORD_BOUND = 64 << 10  # a flooding step's record, with the default log_text_bytes (4096)
+
+
+class Recording:
+    """The real sandbox, keeping every result it returned: the host's side of what was logged."""
+
+    def __init__(self) -> None:
+        from .conftest import get_sandbox
+
+        self.sandbox = get_sandbox("process")
+        self.results: list[Any] = []
+
+    def run_many(self, requests: list[Any]) -> list[Any]:
+        results = self.sandbox.run_many(requests)
+        self.results += results
+        return results
+
+
+def _check_clipped(rec: dict[str, Any], runs: list[Any], line: str) -> None:
+    """Each run's streams in the record: whole when short, else head, tail, size and SHA-256 of
+    the text the sandbox returned (computed here from the host's results)."""
+    import hashlib
+
+    from code_env.trajectory import clipped
+
+    assert len(line.encode()) < RECORD_BOUND, f"a record of {len(line.encode())} bytes"
+    by_id = {r.trace_id: r for r in runs}
+    assert [r["trace_id"] for r in rec["executions"]] and all(r["trace_id"] in by_id for r in rec["executions"])
+    flooded = 0
+    for logged in rec["executions"]:
+        real = by_id[logged["trace_id"]]
+        for name in ("stdout", "stderr"):
+            whole = getattr(real, name).encode()
+            c = clipped(logged[name])
+            if c is None:
+                assert logged[name] == getattr(real, name) and len(whole) <= 4096
+                continue
+            flooded += 1
+            assert (c.bytes, c.sha256) == (len(whole), hashlib.sha256(whole).hexdigest())
+            assert whole.startswith(c.head.encode()) and whole.endswith(c.tail.encode())
+            assert 2040 <= len(c.head.encode()) <= 2048 and 2040 <= len(c.tail.encode()) <= 2048
+    stderr = [by_id[r["trace_id"]].stderr for r in rec["executions"]]
+    assert any(len(s) >= 8 << 20 for s in stderr)  # the sandbox kept 8 MiB of the 9 (its max_output_bytes) ...
+    assert any(by_id[r["trace_id"]].stderr_truncated for r in rec["executions"])  # ... and says so
+    assert flooded == 4  # stdout (the 1 MiB answer on the result channel) and stderr, of the public and the hidden run
+
+
+def test_a_flooding_program_makes_a_bounded_record_through_the_env(tmp_path: Path) -> None:
+    runner = Recording()
+    env = CodeExecEnv([FLOOD_TASK], executor=runner, log_dir=str(tmp_path))
+    assert play(env, "flood/f", FLOOD) == [0.0]  # it answered 'rrr...', not 1
+    env.close()
+    (f,) = tmp_path.glob("*.jsonl")
+    (line,) = f.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(line)
+    _check_clipped(rec, runner.results, line)
+    assert rec["public_cases"][0]["got"].startswith('"rrrr') and len(rec["public_cases"][0]["got"]) <= 2100  # short already
+    text = format_audit(audit(tmp_path))
+    assert "[clipped in the log: 8388608 bytes, sha256 " in text and "eeee" in text  # the size and the head
+    report = replay(tmp_path)  # re-runs the program: compares rewards, never the clipped texts
+    assert (report.steps, report.differences) == (1, []), report.summary()
+
+
+def test_a_flooding_completion_makes_a_bounded_record_through_grade_record(tmp_path: Path) -> None:
+    from code_env import TRLReward
+
+    runner = Recording()
+    fn = TRLReward([FLOOD_TASK], sandbox=runner, log_dir=tmp_path)
+    assert fn([FLOOD_TASK.prompt], [f"```python\n{FLOOD}```"], problem_id=[FLOOD_TASK.problem_id]) == [0.0]
+    fn.close()
+    (f,) = tmp_path.glob("*.jsonl")
+    (line,) = f.read_text(encoding="utf-8").splitlines()
+    _check_clipped(json.loads(line), runner.results, line)
+    report = replay(tmp_path)
+    assert (report.steps, report.differences) == (1, []), report.summary()
+
+
+def test_the_log_directory_stays_under_its_cap_deleting_the_oldest_parts(tmp_path: Path) -> None:
+    """Two loggers in one directory, 16 KiB cap (parts of 1 KiB): the oldest closed parts go,
+    the newest records stay, every deletion is counted, and what is left still replays."""
+    from code_env.trajectory import DELETED_PARTS, TrajectoryLogger
+
+    env = CodeExecEnv(log_dir=str(tmp_path), log_max_bytes=16 << 10)
+    other = TrajectoryLogger(tmp_path, max_total_bytes=16 << 10)
+    assert env.logger is not None and env.logger.max_bytes == other.max_bytes == 1024
+    sizes = []
+    for i in range(40):
+        play(env, "builtin/sum-of-evens", WRONG_SUM if i % 2 else REF["builtin/sum-of-evens"])
+        other.write({"trace_id": f"x/{i}/0", "action": "pass", "episode": i, "turn": 0, "reward": 0.0, "pad": "p" * 500})
+        sizes.append(sum(f.stat().st_size for f in tmp_path.glob("*.jsonl")))
+    env.close()
+    other.close()
+    assert max(sizes) <= 16 << 10 and env.logger.deleted_parts + other.deleted_parts > 0  # (either deletes either's)
+    notes = (tmp_path / DELETED_PARTS).read_text(encoding="utf-8").splitlines()
+    assert len(notes) == env.logger.deleted_parts + other.deleted_parts
+    assert all(re.fullmatch(r"steps-\d+-\d+(\.\d+)?\.jsonl\t\d+ bytes\t\d+ records", n) for n in notes)
+    kept = [r["trace_id"] for r in (json.loads(x) for f in sorted(tmp_path.glob("*.jsonl")) for x in f.read_text().splitlines())]
+    assert "x/39/0" in kept and "x/0/0" not in kept  # the newest kept, the oldest deleted, of both streams
+    assert "builtin/sum-of-evens/39/0" in kept and "builtin/sum-of-evens/0/0" not in kept
+    assert f"rotated: the {len(notes)} oldest parts were deleted" in stats(tmp_path).table()
+    env_logs = tmp_path / "env"
+    env_logs.mkdir()
+    for f in tmp_path.glob(f"{env.logger.stem}*.jsonl"):
+        f.rename(env_logs / f.name)
+    report = replay(env_logs)
+    assert report.steps > 0 and report.differences == [], report.summary()
+    with pytest.raises(ValueError, match="max_total_bytes: expected >= 16384"):
+        TrajectoryLogger(tmp_path, max_total_bytes=1000)
+    with pytest.raises(ValueError, match="log_max_bytes"):
+        CodeExecEnv(log_dir=str(tmp_path), log_max_bytes=10)

@@ -23,6 +23,7 @@ from code_env.logtools import replay, stats
 from code_env.tokens import END, VOCAB, CodeExecTokensEnv, expression, program, tokenize
 from code_env.trajectory import read_log
 
+from ._records import assert_complete
 from .conftest import get_sandbox
 
 SEVEN_X = "synthetic:arith/s0/d1/1"  # difficulty 1, seed 0, task 1: (7 * x)
@@ -292,6 +293,26 @@ def test_trajectory_log_every_nth_episode_is_read_replayed_and_counted_by_the_lo
     st = stats(log)
     assert (st.episodes, st.outcomes["all_tests"], st.outcomes["syntax_error"]) == (3, 1, 1)
     assert st.outcomes["budget_exhausted"] == 0  # the length budget ends with the program's own grade
+    assert_complete(first, trainer=None, step=False, advantage=False)  # no trainer said which update it is in
+    assert first["completion"] == "7 * x <end>" and (first["completion_truncated"], first["completion_tokens"]) == (False, 4)
+    assert sevens["completion_truncated"] and sevens["completion_tokens"] == 5
+
+
+def test_under_an_on_policy_trainer_each_record_names_its_update(tmp_path: Any) -> None:
+    """``rollout=(n_steps, n_envs)``: the step of a record is the trainer's step count after the
+    update that trains on the episode (PPO: ``num_timesteps``, the step of its curve row)."""
+    env = make(max_tokens=5, log_dir=tmp_path, rollout=(3, 2))
+    for expr in ("7 * x", "x", "x + 1"):  # 4 actions (update 2), 2 (6 in all: update 2), 4 (10: update 4)
+        env.reset(options={"problem_id": SEVEN_X})
+        write(env, [*tokenize(expr), END])
+    env.close()
+    records = list(read_log(tmp_path))
+    assert [r["step"] for r in records] == [12, 12, 24] and {r["trainer"] for r in records} == {"ppo"}
+    for rec in records:
+        assert_complete(rec, trainer="ppo", advantage=False)  # PPO's advantages are per token, in its buffer
+    assert replay(tmp_path, executor=get_sandbox("process")).ok
+    with pytest.raises(ValueError, match="rollout: expected \\(n_steps, n_envs\\)"):
+        make(rollout=(0, 2))
 
 
 def test_no_log_without_log_dir_and_bad_log_arguments(tmp_path: Any) -> None:

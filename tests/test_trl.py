@@ -131,9 +131,9 @@ def test_completions_are_logged_as_replayable_trajectories(tmp_path: Path) -> No
     records = list(read_log(tmp_path / "traj"))
     assert [r["trace_id"] for r in records] == ["tiny/add_one/0/0", "tiny/add_one/2/0", "tiny/double/4/0"]  # every 2nd
     first, last = records[0], records[-1]
-    assert (first["trl_step"], first["prompt"], first["completion"], first["action"]) == (3, prompt, "x + 1", prompt + "x + 1")
+    assert (first["step"], first["prompt"], first["completion"], first["action"]) == (4, prompt, "x + 1", prompt + "x + 1")
     assert (first["reward"], first["reward_breakdown"]["tier"], first["terminated"]) == (1.0, "all_tests", True)
-    assert last["trl_step"] is None and last["action"] == TINY[1].prompt and last["reward_breakdown"]["tier"] == "no_attempt"
+    assert last["step"] is None and last["action"] == TINY[1].prompt and last["reward_breakdown"]["tier"] == "no_attempt"
     assert len(first["public_cases"]) == 2 and records[1]["reward_breakdown"]["tier"] == "syntax_error"
     assert stats(tmp_path / "traj").episodes == 3
     report = replay(tmp_path / "traj")  # re-judged as a single-turn env would judge them

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..trajectory import text_of
 from ._read import episodes, numbered, outcome
 
 
@@ -29,6 +30,15 @@ class AuditEntry:
         if self.steps > 1:
             head += f" over {self.steps} turns (last step {rec['reward']:g})"
         lines = [head, f"  {outcome(rec)}: {b.get('explanation', '')}  [{self.where}]"]
+        trained = [f"{k} {rec[k]:.4g}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
+                   for k in ("trainer", "step", "advantage", "completion_tokens", "completion_truncated", "ran_as")
+                   if rec.get(k) is not None and not (k == "ran_as" and rec[k] == rec["trace_id"])]  # fmt: skip
+        if trained:
+            lines.append("  " + ", ".join(trained) + (" (answered from a cache)" if rec.get("cached") else ""))
+        if "completion" in rec and isinstance(rec.get("prompt"), str) and rec["prompt"]:  # a trainer's record
+            lines += ["--- prompt ---", _cut(rec["prompt"], limit).rstrip("\n")]
+        if isinstance(rec.get("completion"), str) and rec["completion"] != rec["action"]:
+            lines += ["--- completion (the model's reply) ---", _cut(rec["completion"], limit).rstrip("\n")]
         lines += ["--- code ---", rec["action"].rstrip("\n")]
         for title, text, truncated in program_output(rec):
             cut = len(text) > limit
@@ -63,8 +73,9 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
     lines) while the program's prints and errors go to stderr; ``<step>/public/<k>`` runs a stdio
     task's program on test k (its stdout and stderr are the program's; shown for the first test
     that did not pass, else test 0); ``/syntax`` (a compile check) and ``/checker/...`` (a
-    task's special judge) are not the program's."""
-    base = f"{rec['trace_id']}/public"
+    task's special judge) are not the program's. A stream the log clipped shows its head, the
+    whole's size and hash, then its tail (``code_env.trajectory.text_of``)."""
+    base = f"{rec.get('ran_as') or rec['trace_id']}/public"  # (a duplicate in its batch ran as another sample)
     function_runs: list[dict[str, Any]] = []
     stdio_runs: dict[int, dict[str, Any]] = {}
     for run in rec.get("executions") or []:
@@ -77,7 +88,7 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
         elif rest.isdigit():
             stdio_runs[int(rest)] = run
     if function_runs:
-        text = "".join(str(r.get("stderr") or "") for r in function_runs)
+        text = "".join(text_of(r.get("stderr")) for r in function_runs)
         truncated = any(r.get("stderr_truncated") for r in function_runs)
         return [("program output (prints and errors, public tests)", text, truncated)] if text or truncated else []
     if not stdio_runs:
@@ -87,7 +98,7 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
     run = stdio_runs[shown]
     out: list[tuple[str, str, bool]] = []
     for name in ("stdout", "stderr"):
-        text, truncated = str(run.get(name) or ""), bool(run.get(f"{name}_truncated"))
+        text, truncated = text_of(run.get(name)), bool(run.get(f"{name}_truncated"))
         if text or truncated:
             out.append((f"{name} (public test {shown})", text, truncated))
     return out
@@ -100,7 +111,7 @@ def _cut(text: str, limit: int) -> str:
 def _inline(value: Any, limit: int) -> str:
     """A value on one line of a table: text that spans lines (a stdio test's input or output) is
     shown quoted, with its line breaks as ``\\n``."""
-    text = str(value)
+    text = text_of(value)
     return _cut(json.dumps(text, ensure_ascii=False) if "\n" in text or "\r" in text else text, limit)
 
 

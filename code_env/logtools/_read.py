@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..trajectory import LogFileError, log_files, numbered_records
+from ..trajectory import LogFileError, log_files, numbered_records, stem_part
 
 _HEAVY = ("prompt", "executions", "public_cases", "hidden_cases")  # not needed to replay or count
-_PART = re.compile(r"^(?P<stem>.+?)(?:\.(?P<part>\d+))?\.jsonl$")
 
 
 @dataclass
@@ -114,8 +113,7 @@ def streams(log: str | Path) -> list[list[Path]]:
         return [files]
     groups: dict[str, list[tuple[int, Path]]] = {}
     for f in files:
-        m = _PART.match(f.name)
-        stem, part = (m["stem"], int(m["part"] or 0)) if m else (f.name, 0)
+        stem, part = stem_part(f.name)
         groups.setdefault(stem, []).append((part, f))
     return [[f for _, f in sorted(parts)] for _, parts in sorted(groups.items(), key=lambda kv: _natural(kv[0]))]
 

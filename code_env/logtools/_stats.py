@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..trajectory import deleted_parts
 from ._read import episodes, outcome, streams
 
 
@@ -34,6 +35,7 @@ class Stats:
     wall_ms: list[float] = field(default_factory=list)  # per step, from queued to judged
     turns: list[int] = field(default_factory=list)  # per finished episode
     per_task: dict[str, list[int]] = field(default_factory=dict)  # problem_id -> [solved, scored episodes]
+    deleted_parts: int = 0  # parts the directory's cap deleted (code_env.trajectory): those episodes are not here
 
     @property
     def sandbox_errors(self) -> int:
@@ -58,6 +60,9 @@ class Stats:
         s = self.scored
         lines = [f"log: {self.files} files, {self.episodes} finished episodes ({self.steps} steps), "
                  f"{self.unfinished} unfinished, {self.sandbox_errors} with a sandbox error (not scored)"]  # fmt: skip
+        if self.deleted_parts:
+            lines.append(f"rotated: the {self.deleted_parts} oldest parts were deleted to keep the log under its cap "
+                         "(see deleted-parts.txt)")  # fmt: skip
         if not s:
             return "\n".join(lines)
         lines.append(f"pass rate: {self.pass_rate:.1%} all tests ({self.outcomes['all_tests']}/{s}), "
@@ -109,7 +114,7 @@ def _wall_ms(rec: dict[str, Any]) -> float | None:
 
 def stats(log: str | Path) -> Stats:
     """Pass rates, outcomes, returns and timing of a log."""
-    st = Stats(files=sum(len(files) for files in streams(log)))
+    st = Stats(files=sum(len(files) for files in streams(log)), deleted_parts=deleted_parts(log) if Path(log).is_dir() else 0)
     for ep in episodes(log, slim=True):
         st.steps += len(ep.steps)
         for step in ep.steps:

@@ -1,0 +1,86 @@
+"""THE record of one sample judged outside ``CodeExec-v0``'s own step: GRPO (``baselines.grpo``),
+TRL (``code_env.TRLReward`` and ``baselines.trl_grpo``), verl (``code_env.verl``) and
+``CodeExecTokens-v0`` all write it through ``grade_record``, in the shape of a single-turn
+``CodeExec-v0`` step's record, so that the same ``code_env.logtools`` read every log
+(``code-env stats``, ``audit``, ``replay``).
+
+The fields, beyond an env step's (``trace_id``, ``episode``, ``sample``, ``turn``, ``seed``,
+``problem_id``, ``difficulty``, ``task_fingerprint``, ``prompt``, ``action``, ``reward``,
+``terminated``, ``truncated``, ``budget``, ``sandbox_error``, ``reward_breakdown``,
+``public_cases``, ``hidden_cases``, ``executions``, ``execution_time_ms``, ``transitions``,
+``config``, and ``task`` for an inline task):
+
+* ``trainer`` (``"grpo"``, ``"trl"``, ``"verl"``, ``"ppo"``, or None) and ``step``: the
+  optimisation step the sample belongs to, the one whose row of the run's ``curve.csv`` has the
+  update's loss, KL, entropy and learning rate (None where the trainer does not say);
+* ``completion``: the model's whole reply, decoded, as generated (``action`` is the program
+  extracted from it); ``completion_truncated``: the generation stopped at its length budget
+  (``max_completion_length``, ``max_new_tokens``, ``max_tokens``) rather than by itself (None:
+  unknown); ``completion_tokens``: its length in tokens (None: unknown);
+* ``advantage``: the group-normalised advantage the update used for this sample (None where it
+  does not apply or the trainer does not expose it);
+* ``ran_as``: the trace id the sample's runs carry in ``executions`` — its own, that of an
+  identical (task, program) pair of the same batch judged for it, or, with ``cached`` true, of an
+  earlier one answered from a cache (its runs are then in that sample's record, if it was logged,
+  and ``executions`` is empty).
+
+``transitions`` are ``[state, unix time]``: ``generating`` (the batch's generation began), then
+the batch's ``queued``, ``running``/``executed`` per verification round, ``judged``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from registry import Task
+from registry.verify import Verification
+
+from .env import MAX_TEXT_CHARS, EnvConfig, task_fingerprint
+from .grading import Grade, Judged
+from .reward import RewardConfig
+
+Transitions = Sequence[tuple[str, float]]
+
+
+def grade_record(task: Task, program: str, judged: Judged | Grade, config: RewardConfig | EnvConfig, *, trace_id: str,
+                 n: int, prompt: Any = None, completion: str | None = None, completion_truncated: bool | None = None,
+                 completion_tokens: int | None = None, trainer: str | None = None, step: int | None = None,
+                 advantage: float | None = None, generating: float | None = None, cached: bool = False,
+                 **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """The trajectory-log record (``code_env.trajectory``) of one graded sample (see the module).
+
+    ``judged``: the pair's ``Judged`` (from ``grading.judge_many``: runs, trace id of the runs,
+    the batch's states), or only its ``Grade`` when it was answered from a cache (``cached``).
+    ``config``: the reward (the record's env config is then a single-turn one with an inline
+    task) or a whole ``EnvConfig`` that ``code-env replay`` rebuilds. ``n``: the sample's number
+    (``episode`` and ``sample`` unless ``extra`` sets them); ``generating``: when the
+    generation began (``time.time()``); ``extra`` fields are added as given."""
+    env = config if isinstance(config, EnvConfig) else EnvConfig(tasks="<inline>", reward=config, max_action_chars=MAX_TEXT_CHARS)
+    if isinstance(judged, Judged):
+        grade, pub, hid, ran_as = judged.grade, judged.public, judged.hidden, judged.ran_as
+        transitions = [*([("generating", generating)] if generating is not None else []), *judged.transitions]
+    else:
+        grade, pub, hid, ran_as, transitions = judged, None, None, None, []
+    record = {
+        "trace_id": trace_id, "episode": n, "sample": n, "turn": 0, "seed": None, "trainer": trainer, "step": step,
+        "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
+        "prompt": prompt, "completion": program if completion is None else completion,
+        "completion_truncated": completion_truncated, "completion_tokens": completion_tokens, "action": program,
+        "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
+        "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
+        "budget": None, "sandbox_error": grade.sandbox_error,
+        "reward_breakdown": grade.breakdown.model_dump(exclude_none=True), "advantage": advantage,
+        "public_cases": [c.model_dump() for c in (pub.cases if pub is not None else grade.feedback)],
+        "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
+        "executions": [r.model_dump() for r in _executions(pub, hid)], "ran_as": ran_as, "cached": cached,
+        "execution_time_ms": grade.run.execution_time_ms, "transitions": [list(t) for t in transitions],
+        **extra, "config": env.model_dump(mode="json"),
+    }  # fmt: skip
+    if env.tasks == "<inline>":
+        record["task"] = task.model_dump(mode="json")
+    return record
+
+
+def _executions(pub: Verification | None, hid: Verification | None) -> list[Any]:
+    return [*(pub.executions if pub is not None else []), *(hid.executions if hid is not None else [])]
