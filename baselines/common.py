@@ -82,6 +82,8 @@ class EnvSettings(BaseModel):
     ray_address: str | None = Field(
         None, description="with executor 'ray': the cluster's address (None: $RAY_ADDRESS, else a local Ray instance)")
     log_every: int = Field(100, ge=1, description="write the trajectory of every N-th episode")
+    log_max_bytes: int = Field(1 << 30, ge=16 << 10, description="cap of each trajectory directory's logs, bytes (the oldest parts are deleted past it)")
+    log_text_bytes: int = Field(4096, ge=64, description="bytes kept of each long text of a run in a trajectory record (head and tail)")
 
     def train_tasks(self) -> list[Any]:
         import registry

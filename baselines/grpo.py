@@ -145,6 +145,18 @@ class Samples:
     old_logp: torch.Tensor
     context: Any
     temperature: float
+    texts: Texts | None = None  # the same samples as text, for the trajectory records
+
+
+@dataclass
+class Texts:
+    """What a batch's policy read and wrote, as text, one entry per sample: the prompt, the whole
+    reply, whether the length budget cut it, its length in tokens (its end token included)."""
+
+    prompts: list[str]
+    replies: list[str]
+    cut: list[bool]
+    lengths: list[int]
 
 
 class Policy(Protocol):
@@ -351,12 +363,19 @@ class GRUPolicy:
         tokens = torch.stack(out, 1)
         is_end = (tokens == END).long()
         mask = ((torch.cumsum(is_end, 1) - is_end) == 0).float()  # up to and including the first END
-        programs = []
+        from code_env.env import task_prompt
+        from code_env.tokens import token_text
+
+        programs, replies, cut, lengths = [], [], [], []
         for task, row in zip(tasks, tokens.tolist(), strict=True):
             body = row[: row.index(END)] if END in row else row
             programs.append(program(task.entry_point or "f", expression(body)))
+            written = row[: row.index(END) + 1] if END in row else row
+            replies.append(token_text(written))
+            cut.append(len(body) >= self.max_tokens)  # the budget ended it (its last slot holds only <end>)
+            lengths.append(len(written))
         return Samples(list(tasks), programs, tokens, mask, torch.stack(logps, 1) * mask, (ex, torch.stack(masks, 1)),
-                       temperature)  # fmt: skip
+                       temperature, Texts([task_prompt(t) for t in tasks], replies, cut, lengths))  # fmt: skip
 
     def logprobs(self, samples: Samples) -> tuple[torch.Tensor, torch.Tensor]:
         w: Any = self.module
@@ -424,7 +443,10 @@ class LMPolicy:
         mask = ((torch.cumsum(is_end, 1) - is_end) == 0).float()
         replies = [str(self.tokenizer.decode(row[m.bool()], skip_special_tokens=True)) for row, m in zip(tokens, mask, strict=True)]
         programs = [program_of(t, r, p if self.format == "plain" else None) for t, r, p in zip(tasks, replies, prompts, strict=True)]
-        samples = Samples(list(tasks), programs, tokens, mask, torch.zeros(tokens.shape), enc, temperature)
+        cut = [eos is None or not bool((row == eos).any()) for row in tokens]
+        lengths = [int(m.sum()) for m in mask]
+        samples = Samples(list(tasks), programs, tokens, mask, torch.zeros(tokens.shape), enc, temperature,
+                          Texts(prompts, replies, cut, lengths))  # fmt: skip
         samples.old_logp = self.logprobs(samples)[0].detach() * mask
         return samples
 
@@ -450,6 +472,24 @@ def make_policy(cfg: RunConfig) -> Policy:
 
 
 @dataclass
+class Verdict:
+    """One sample's judgement, kept for its trajectory record (only for samples the log wants)."""
+
+    task: Task
+    program: str
+    trace_id: str
+    n: int  # the sample's number in the run
+    judged: Any  # code_env.grading.Judged, or (answered from the cache) the Grade of the pair
+    ran_as: str
+    cached: bool
+    generating: float | None
+    prompt: str | None
+    reply: str | None
+    cut: bool | None
+    length: int | None
+
+
+@dataclass
 class Batch:
     samples: Samples
     rewards: list[float | None]
@@ -458,47 +498,97 @@ class Batch:
     unique: int  # pairs the sandbox ran
     judge_s: float  # wall time of the sandbox call
     staleness: int
+    verdicts: list[Verdict | None] | None = None  # per sample, for the log (None: not logged)
 
 
 class Judge:
-    """The sandbox's verdicts, one batched ``code_env.grade_many`` call per batch (what
-    ``code_env.evaluate`` runs: identical pairs judged once), behind a (task, program) cache that
-    lives as long as the run, so a rerun sees the same hits. Every ``log_every``-th pair it sends
-    to the sandbox goes to the trajectory log in ``log_dir`` (``code-env stats``/``replay`` read it)."""
+    """The sandbox's verdicts, one batched ``code_env.grading.judge_many`` call per batch (what
+    ``code_env.grade_many`` and ``evaluate`` run: identical pairs judged once), behind a (task,
+    program) cache that lives as long as the run, so a rerun sees the same hits. Every
+    ``log_every``-th sample (counted over the run) goes to the trajectory log in ``log_dir``
+    (``code_env.records.grade_record``: the prompt, the whole reply, the program, the raw runs,
+    the timed states, the breakdown, the advantage and the step; ``code-env stats``/``audit``/
+    ``replay`` read it): at once through ``__call__``, or, for training batches, by ``write``
+    after the update, with the advantages it used. A sample answered from the cache has no runs
+    of its own: its record names the sample that ran it (``ran_as``, ``cached``)."""
 
     def __init__(self, executor: Any, reward: Any, use_cache: bool, log_dir: Path | None = None,
-                 log_every: int = 1) -> None:  # fmt: skip
-        from code_env.trajectory import TrajectoryLogger
+                 log_every: int = 1, log_max_bytes: int | None = None, log_text_bytes: int | None = None) -> None:  # fmt: skip
+        from code_env.trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
         self.executor, self.reward = executor, reward
         self.cache: dict[tuple[str, str], tuple[float, str]] | None = {} if use_cache else None
-        self.logger = TrajectoryLogger(log_dir, every=log_every) if log_dir is not None else None
+        self.logger = None if log_dir is None else TrajectoryLogger(
+            log_dir, every=log_every, max_total_bytes=log_max_bytes or MAX_TOTAL_BYTES, text_bytes=log_text_bytes or TEXT_BYTES)  # fmt: skip
         self.judged = 0  # pairs sent to the sandbox so far
+        self.samples = 0  # samples judged so far (the records' sample numbers)
+        self._graded: dict[tuple[str, str], tuple[Any, str]] = {}  # the cache's grades and trace ids, for the log
 
-    def __call__(self, tasks: Sequence[Task], programs: Sequence[str],
-                 step: int | None = None) -> tuple[list[tuple[float, str] | None], int]:  # fmt: skip
-        """(reward, tier) per sample (None: the sandbox failed), and how many pairs it ran."""
-        import code_env
-        from code_env.trl import grade_record
+    def __call__(self, tasks: Sequence[Task], programs: Sequence[str], texts: Texts | None = None,
+                 step: int | None = None, generating: float | None = None) -> tuple[list[tuple[float, str] | None], int]:  # fmt: skip
+        """(reward, tier) per sample (None: the sandbox failed), and how many pairs it ran; the
+        logged samples' records are written at once (``step``: the updates done before;
+        ``generating``: when the programs' generation began)."""
+        results, unique, verdicts = self.verdicts(tasks, programs, texts, generating)
+        self.write(verdicts, step)
+        return results, unique
+
+    def verdicts(self, tasks: Sequence[Task], programs: Sequence[str], texts: Texts | None = None,
+                 generating: float | None = None) -> tuple[list[tuple[float, str] | None], int, list[Verdict | None]]:  # fmt: skip
+        """``__call__``'s answer without writing: also each sample's ``Verdict`` for the log."""
+        from code_env.grading import RunSummary, judge_many
 
         keys = [(t.problem_id, p) for t, p in zip(tasks, programs, strict=True)]
+        n0 = self.samples
+        self.samples += len(keys)
+        ids = [f"{t.problem_id}/{n0 + i}/0" for i, t in enumerate(tasks)]
         known = self.cache if self.cache is not None else {}
-        todo = {k: (t, k[1]) for t, k in zip(tasks, keys, strict=True) if k not in known}
+        todo: dict[tuple[str, str], int] = {}  # pair -> its first sample in the batch
+        for i, k in enumerate(keys):
+            if k not in known:
+                todo.setdefault(k, i)
         results: dict[tuple[str, str], tuple[float, str] | None] = {}
+        judged: dict[tuple[str, str], Any] = {}
         if todo:
-            first = self.judged
-            trace_ids = [f"{k[0]}/{first + i}/0" for i, k in enumerate(todo)]
-            grades = code_env.grade_many(list(todo.values()), sandbox=self.executor, config=self.reward, trace_ids=trace_ids)
+            pairs = [(tasks[i], programs[i]) for i in todo.values()]
+            out = judge_many(pairs, sandbox=self.executor, config=self.reward, trace_ids=[ids[i] for i in todo.values()])
             self.judged += len(todo)
-            for i, (k, g) in enumerate(zip(todo, grades, strict=True)):
+            for k, j in zip(todo, out, strict=True):
+                g = j.grade
                 results[k] = None if g.reward is None else (float(g.reward), g.breakdown.tier)
+                judged[k] = j
                 if self.cache is not None and results[k] is not None:
                     self.cache[k] = results[k]  # type: ignore[assignment]
-                if self.logger is not None and self.logger.wants(first + i):
-                    task, prog = todo[k]
-                    self.logger.write(grade_record(task, prog, g, self.reward, trace_id=trace_ids[i], n=first + i,
-                                                   grpo_step=step))  # fmt: skip
-        return [results[k] if k in results else known[k] for k in keys], len(todo)
+                    if self.logger is not None:  # the grade without the runs' output, for a later hit's record
+                        self._graded[k] = (g.model_copy(update={"run": RunSummary(execution_time_ms=g.run.execution_time_ms)}), j.ran_as)
+        verdicts: list[Verdict | None] = []
+        columns: tuple[Any, ...] = (texts.prompts, texts.replies, texts.cut, texts.lengths) if texts else (None,) * 4
+        for i, k in enumerate(keys):
+            if self.logger is None or not self.logger.wants(n0 + i):
+                verdicts.append(None)
+                continue
+            hit = k not in judged
+            j, ran_as = self._graded[k] if hit else (judged[k], judged[k].ran_as)
+            prompt, reply, cut, length = (None if xs is None else xs[i] for xs in columns)
+            verdicts.append(Verdict(tasks[i], programs[i], ids[i], n0 + i, j, ran_as, hit, generating, prompt, reply, cut, length))
+        return [results[k] if k in results else known[k] for k in keys], len(todo), verdicts
+
+    def write(self, verdicts: Sequence[Verdict | None], step: int | None, adv: torch.Tensor | None = None,
+              keep: torch.Tensor | None = None) -> None:  # fmt: skip
+        """The records of the logged samples; ``adv``/``keep``: the advantages the update used,
+        and which samples it used (a dropped sample has no advantage)."""
+        from code_env.records import grade_record
+
+        if self.logger is None:
+            return
+        for i, v in enumerate(verdicts):
+            if v is None:
+                continue
+            a = float(adv[i]) if adv is not None and (keep is None or bool(keep[i])) else None
+            self.logger.write(grade_record(
+                v.task, v.program, v.judged, self.reward, trace_id=v.trace_id, n=v.n, prompt=v.prompt,
+                completion=v.reply, completion_truncated=v.cut, completion_tokens=v.length, trainer="grpo", step=step,
+                advantage=a, generating=v.generating, cached=v.cached, ran_as=v.ran_as))  # fmt: skip
 
     def close(self) -> None:
         if self.logger is not None:
@@ -519,14 +609,15 @@ def rollout(policy: Policy, judge: Judge, pool: Sequence[Task], algo: GRPOSettin
     picks = rng.choice(len(pool), size=min(algo.prompts_per_step, len(pool)), replace=False)
     tasks = [pool[i] for i in picks for _ in range(algo.group_size)]
     generator = torch.Generator().manual_seed(int(rng.integers(0, 2**62)))
+    generating = time.time()
     samples = policy.sample(tasks, temperature_at(algo, step), generator)
     t0 = time.monotonic()
-    judged, unique = judge(tasks, samples.programs, step + 1)
+    judged, unique, verdicts = judge.verdicts(tasks, samples.programs, samples.texts, generating)
     judge_s = time.monotonic() - t0
     rewards = [None if j is None else j[0] for j in judged]
     passed = [j is not None and j[1] == "all_tests" for j in judged]
     public = [j is not None and j[1] in ("all_tests", "all_public") for j in judged]
-    return Batch(samples, rewards, passed, public, unique, judge_s, staleness=0)
+    return Batch(samples, rewards, passed, public, unique, judge_s, staleness=0, verdicts=verdicts)
 
 
 def advantages(rewards: Sequence[float | None], group_size: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -590,19 +681,32 @@ class EvalResult(BaseModel):
 
 
 def evaluate_policy(policy: Policy | None, judge: Judge, tasks: Sequence[Task], *, name: str, max_tokens: int,
-                    seed: int = 0) -> EvalResult:  # fmt: skip
-    """The greedy policy (or, ``policy=None``, uniformly random tokens) once on every task."""
+                    seed: int = 0, step: int | None = None) -> EvalResult:  # fmt: skip
+    """The greedy policy (or, ``policy=None``, uniformly random tokens) once on every task;
+    ``step`` (the updates done before) goes into the trajectory records."""
+    generating = time.time()
     if policy is None:
+        from code_env.env import task_prompt
+        from code_env.tokens import token_text
+
         rng = np.random.default_rng(seed)
         programs = []
+        written_as = Texts([], [], [], [])
         for t in tasks:
             toks: list[int] = []
             while len(toks) < max_tokens and (a := int(rng.integers(0, len(VOCAB)))) != END:
                 toks.append(a)
             programs.append(program(t.entry_point or "f", expression(toks)))
+            written = toks + ([END] if len(toks) < max_tokens else [])
+            written_as.prompts.append(task_prompt(t))
+            written_as.replies.append(token_text(written))
+            written_as.cut.append(len(toks) >= max_tokens)
+            written_as.lengths.append(len(written))
+        texts: Texts | None = written_as
     else:
-        programs = policy.sample(tasks, 1.0, None, greedy=True).programs
-    judged, _ = judge(tasks, programs)
+        samples = policy.sample(tasks, 1.0, None, greedy=True)
+        programs, texts = samples.programs, samples.texts
+    judged, _ = judge(tasks, programs, texts, step, generating)
     ok = [j for j in judged if j is not None]
     n = len(ok)
     exprs = Counter(p.split("result = ", 1)[-1].split("\n", 1)[0] if "result = " in p else p[:40] for p in programs)
@@ -664,15 +768,16 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
 
     runner = cfg.env.runner() if executor is None else resolve_executor(executor)
     log_every = cfg.env.log_every
-    judge = Judge(runner, cfg.reward, algo.cache, run.trajectories / "train", log_every)
-    eval_judge = Judge(runner, cfg.reward, True, run.trajectories / "heldout", log_every)
+    bounds = {"log_max_bytes": cfg.env.log_max_bytes, "log_text_bytes": cfg.env.log_text_bytes}
+    judge = Judge(runner, cfg.reward, algo.cache, run.trajectories / "train", log_every, **bounds)
+    eval_judge = Judge(runner, cfg.reward, True, run.trajectories / "heldout", log_every, **bounds)
     pool, held_out = cfg.env.train_tasks(), cfg.env.eval_tasks()
     max_tokens = cfg.env.max_tokens
 
-    def held_out_eval(name: str) -> EvalResult:
-        return evaluate_policy(policy, eval_judge, held_out, name=name, max_tokens=max_tokens)
+    def held_out_eval(name: str, step: int) -> EvalResult:
+        return evaluate_policy(policy, eval_judge, held_out, name=name, max_tokens=max_tokens, step=step)
 
-    start = held_out_eval("untrained")
+    start = held_out_eval("untrained", 0)
     steps = algo.steps if max_steps is None else min(max_steps, algo.steps)
     samples_seen = dropped = 0
     waited = busy = 0.0
@@ -701,6 +806,8 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                         pending = launch(step + 1, copy.deepcopy(policy), 1)
                 wait = time.monotonic() - t0
                 stats = update(policy, ref, opt, batch, algo)
+                if batch.verdicts is not None:  # the records, with the advantages that update used
+                    judge.write(batch.verdicts, step + 1, *advantages(batch.rewards, algo.group_size, algo.adv_eps))
                 judged = [r for r in batch.rewards if r is not None]
                 k = len(judged)
                 samples_seen += len(batch.rewards)
@@ -709,7 +816,7 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                 waited, busy = waited + wait, busy + step_s
                 ev = None
                 if (algo.eval_interval and (step + 1) % algo.eval_interval == 0) or step + 1 == algo.steps:
-                    ev = held_out_eval("trained" if step + 1 == algo.steps else "periodic")
+                    ev = held_out_eval("trained" if step + 1 == algo.steps else "periodic", step + 1)
                     best, end = max(best, ev.pass_rate), ev
                 row = {
                     "reward_mean": sum(judged) / k if k else math.nan,
@@ -741,9 +848,9 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
             pool_ex.shutdown(wait=True, cancel_futures=True)
         judge.close()
     if steps < algo.steps:  # a prefix: its end is evaluated, not logged (the full run has no row there)
-        end = held_out_eval("trained")
+        end = held_out_eval("trained", steps)
     torch.save(policy.module.state_dict(), run.checkpoints / "grpo_final.pt")
-    rand = evaluate_policy(None, eval_judge, held_out, name="random", max_tokens=max_tokens, seed=algo.seed)
+    rand = evaluate_policy(None, eval_judge, held_out, name="random", max_tokens=max_tokens, seed=algo.seed, step=steps)
     eval_judge.close()
     result = GRPOResult(run_dir=run.path, steps=steps, samples=samples_seen, dropped=dropped, start=start, end=end,
                         random=rand, best_eval_pass_rate=best, learner_wait_fraction=round(waited / max(busy, 1e-9), 4),

@@ -15,7 +15,8 @@ or the turns run out. The env is the only judge: a sample *passes* when its epis
 the ``all_tests`` tier (public and hidden tests).
 
 Configuration (``baselines/configs/llm_agent.toml``, section ``[llm_agent]``; ``--set llm_agent.KEY=V``
-overrides any field; ``env.json`` gives only ``backend`` and ``log_every`` — the tasks and turns are
+overrides any field; ``env.json`` gives only ``backend``, ``log_every`` and the log's bounds
+``log_max_bytes``/``log_text_bytes`` — the tasks and turns are
 this file's, and ``--set env.<other>`` is refused rather than ignored; ``reward.json`` is the env's
 reward ladder). Where the endpoint comes from, first match wins:
 
@@ -110,7 +111,7 @@ RECORD_NAME = "llm_record.jsonl"
 RECORD_FORMAT = "code-env llm_agent record"
 RECORD_VERSION = 1
 NO_KEY = "EMPTY"  # what goes out when no key is configured (vLLM's convention for "none needed")
-ENV_FIELDS_READ = ("backend", "log_every")  # the fields of env.json this script reads
+ENV_FIELDS_READ = ("backend", "log_every", "log_max_bytes", "log_text_bytes")  # the fields of env.json this script reads
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -636,7 +637,8 @@ def evaluate_agent(cfg: RunConfig, tasks: Sequence[Any], transport: Transport, m
         if not hasattr(local, "env"):
             options: dict[str, Any] = {"max_turns": settings.max_turns, "reward": cfg.reward, "executor": executor}
             if log_dir is not None:
-                options |= {"log_dir": str(log_dir), "log_every": cfg.env.log_every}
+                options |= {"log_dir": str(log_dir), "log_every": cfg.env.log_every, "log_max_bytes": cfg.env.log_max_bytes,
+                            "log_text_bytes": cfg.env.log_text_bytes}  # fmt: skip
             local.env = gym.make("CodeExec-v0", tasks=list(tasks), **options)
             with envs_lock:
                 envs.append(local.env)
@@ -690,7 +692,7 @@ def _check_env_overrides(overrides: Sequence[str]) -> None:
         key = item.partition("=")[0].strip()
         section, _, name = key.partition(".")
         if section == "env" and name not in ENV_FIELDS_READ:
-            raise ConfigError(f"--set {item!r}: the LLM agent reads only env.{' and env.'.join(ENV_FIELDS_READ)}; its "
+            raise ConfigError(f"--set {item!r}: the LLM agent reads only env.{', env.'.join(ENV_FIELDS_READ)}; its "
                               f"tasks and turns are llm_agent.task_set, n_tasks, task_seed, difficulty and max_turns")  # fmt: skip
 
 

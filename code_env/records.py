@@ -36,7 +36,7 @@ from typing import Any
 from registry import Task
 from registry.verify import Verification
 
-from .env import MAX_TEXT_CHARS, EnvConfig, task_fingerprint
+from .env import MAX_TEXT_CHARS, EnvConfig, task_fingerprint, task_prompt
 from .grading import Grade, Judged
 from .reward import RewardConfig
 
@@ -47,25 +47,27 @@ def grade_record(task: Task, program: str, judged: Judged | Grade, config: Rewar
                  n: int, prompt: Any = None, completion: str | None = None, completion_truncated: bool | None = None,
                  completion_tokens: int | None = None, trainer: str | None = None, step: int | None = None,
                  advantage: float | None = None, generating: float | None = None, cached: bool = False,
-                 **extra: Any) -> dict[str, Any]:  # fmt: skip
+                 ran_as: str | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
     """The trajectory-log record (``code_env.trajectory``) of one graded sample (see the module).
 
     ``judged``: the pair's ``Judged`` (from ``grading.judge_many``: runs, trace id of the runs,
     the batch's states), or only its ``Grade`` when it was answered from a cache (``cached``).
     ``config``: the reward (the record's env config is then a single-turn one with an inline
-    task) or a whole ``EnvConfig`` that ``code-env replay`` rebuilds. ``n``: the sample's number
+    task) or a whole ``EnvConfig`` that ``code-env replay`` rebuilds. ``prompt``: what the model
+    read (default: the task's prompt as ``CodeExec-v0`` shows it). ``n``: the sample's number
     (``episode`` and ``sample`` unless ``extra`` sets them); ``generating``: when the
-    generation began (``time.time()``); ``extra`` fields are added as given."""
+    generation began (``time.time()``); ``ran_as``: the trace id of the runs when they are another
+    sample's (default: the ``Judged``'s); ``extra`` fields are added as given."""
     env = config if isinstance(config, EnvConfig) else EnvConfig(tasks="<inline>", reward=config, max_action_chars=MAX_TEXT_CHARS)
     if isinstance(judged, Judged):
-        grade, pub, hid, ran_as = judged.grade, judged.public, judged.hidden, judged.ran_as
+        grade, pub, hid, ran_as = judged.grade, judged.public, judged.hidden, ran_as or judged.ran_as
         transitions = [*([("generating", generating)] if generating is not None else []), *judged.transitions]
     else:
-        grade, pub, hid, ran_as, transitions = judged, None, None, None, []
+        grade, pub, hid, transitions = judged, None, None, []
     record = {
         "trace_id": trace_id, "episode": n, "sample": n, "turn": 0, "seed": None, "trainer": trainer, "step": step,
         "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
-        "prompt": prompt, "completion": program if completion is None else completion,
+        "prompt": task_prompt(task) if prompt is None else prompt, "completion": program if completion is None else completion,
         "completion_truncated": completion_truncated, "completion_tokens": completion_tokens, "action": program,
         "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
         "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,

@@ -57,6 +57,12 @@ def expression(tokens: list[int] | tuple[int, ...]) -> str:
     return "".join(out)
 
 
+def token_text(tokens: list[int] | tuple[int, ...]) -> str:
+    """Tokens as the policy wrote them, one ``VOCAB`` entry each, space-separated (``<end>``
+    included when written): a token-level policy's reply in its trajectory record."""
+    return " ".join(VOCAB[t] for t in tokens)
+
+
 def tokenize(expr: str) -> list[int]:
     """The tokens of an expression over the vocabulary (spaces ignored; a number is one token
     per digit); ``expression(tokenize(e))`` is ``e`` in canonical spacing. ``ValueError`` for a
@@ -320,7 +326,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             step = -(-self._env_steps // n_steps) * n_steps * n_envs
         record = grade_record(task, code, judged, self.log_config, trace_id=f"{task.problem_id}/{self._sample}/0",
                               n=self._episode, sample=self._sample, seed=self._seed, generating=self._generating,
-                              completion=" ".join(VOCAB[t] for t in tokens), completion_truncated=last != END,
+                              completion=token_text(tokens), completion_truncated=last != END,
                               completion_tokens=len(tokens), trainer="ppo" if self.rollout is not None else None,
                               step=step, prompt=task_prompt(task), tokens=tokens, expression=info["expression"],
                               max_tokens_reached=last != END)  # fmt: skip

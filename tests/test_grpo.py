@@ -126,9 +126,71 @@ def test_a_short_run_writes_every_artefact(short_run: Path) -> None:
     assert config["grpo"]["group_size"] == 4
     from code_env.trajectory import read_log
 
-    logged = list(read_log(short_run / "trajectories" / "train"))  # env.log_every: every pair judged, here
-    assert logged and all(r["grpo_step"] in range(1, 7) and r["action"].startswith("def f(x):") for r in logged)
+    logged = list(read_log(short_run / "trajectories" / "train"))  # env.log_every: every sample, here
+    assert logged and all(r["step"] in range(1, 7) and r["action"].startswith("def f(x):") for r in logged)
     assert list(read_log(short_run / "trajectories" / "heldout"))
+
+
+def test_every_sample_has_its_whole_record_and_replays(short_run: Path) -> None:
+    """Each training sample: the prompt, the reply (its tokens), the program, the raw runs (or,
+    answered from the cache, the sample that ran it), the timed states, the breakdown, the
+    advantage the update used — the group-normalised reward, recomputed here — and its step."""
+    import statistics
+
+    from code_env.logtools import audit, format_audit, replay
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    logged = list(read_log(short_run / "trajectories" / "train"))
+    assert len(logged) == 6 * 3 * 4  # 6 steps of 3 tasks x 4 samples, every one logged (env.log_every=1)
+    for rec in logged:
+        assert_complete(rec, trainer="grpo")
+        assert rec["completion"].endswith("<end>") and rec["completion_tokens"] == len(rec["completion"].split())
+    assert any(r["ran_as"] != r["trace_id"] for r in logged)  # a duplicate in its batch: judged once, as the first
+    for k in range(0, len(logged), 4):  # a group: one task's 4 samples of a step
+        group = logged[k : k + 4]
+        rewards = [r["reward"] for r in group]
+        mean, std = statistics.fmean(rewards), statistics.stdev(rewards)
+        assert [round(r["advantage"], 5) for r in group] == [round((x - mean) / (std + 1e-4), 5) for x in rewards]
+        assert len({(r["problem_id"], r["step"]) for r in group}) == 1
+    rows = {int(r["step"]): r for r in _rows(short_run / "curve.csv")}
+    assert {r["step"] for r in logged} == set(rows)  # each record's step has its curve row (KL, entropy, lr)
+    held = list(read_log(short_run / "trajectories" / "heldout"))
+    for rec in held:
+        assert_complete(rec, trainer="grpo", step=False, advantage=False)  # (the start's step is 0)
+    for log in ("train", "heldout"):
+        report = replay(short_run / "trajectories" / log)
+        assert report.steps > 0 and report.differences == [], report.summary()
+    text = format_audit(audit(short_run / "trajectories" / "train", top=2))
+    assert "trainer grpo, step " in text and "advantage " in text and "--- completion (the model's reply) ---" in text
+
+
+def test_a_sample_answered_from_the_cache_names_the_sample_that_ran(tmp_path: Path) -> None:
+    import time
+
+    import registry
+    from baselines.grpo import Judge
+    from code_env import RewardConfig
+    from code_env.logtools import replay
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    task = registry.load("synthetic:arith", n=1, seed=0, difficulty=1)[0]
+    judge = Judge(get_sandbox("process"), RewardConfig(), True, tmp_path)
+    for step in (1, 2):
+        programs = [task.reference_solution, "def f(x):\n    return 0\n"]
+        _, unique, verdicts = judge.verdicts([task, task], programs, generating=time.time())
+        assert unique == (2 if step == 1 else 0)
+        judge.write(verdicts, step, torch.tensor([0.7, -0.7]))
+    judge.close()
+    first, _, again, _ = records = list(read_log(tmp_path))
+    assert (again["cached"], again["ran_as"], again["executions"]) == (True, first["trace_id"], [])
+    assert again["reward_breakdown"] == first["reward_breakdown"] and again["public_cases"] == first["public_cases"]
+    for rec in records:
+        assert_complete(rec, trainer="grpo", truncation_known=False)
+    assert replay(tmp_path).ok
 
 
 def test_same_seed_same_curve_and_another_seed_differs(short_run: Path, tmp_path: Path) -> None:
@@ -215,7 +277,8 @@ def test_a_local_language_model_trains_two_steps(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["--quiet", "--out", str(out), "--model", str(path),
             *_set("env.task_set=builtin", "grpo.steps=2", "grpo.prompts_per_step=3", "grpo.group_size=4",
-                  "grpo.eval_interval=0", "grpo.max_new_tokens=2", "grpo.learning_rate=1e-2", "grpo.temperature=1.0")]  # fmt: skip
+                  "grpo.eval_interval=0", "grpo.max_new_tokens=2", "grpo.learning_rate=1e-2", "grpo.temperature=1.0",
+                  "env.log_every=1")]  # fmt: skip
     # replies of two tokens from random weights: a syntax error (-1), nothing (-0.5), a name error...: rewards that
     # differ within a group, so the advantages are not all zero and the policy must move
     assert main(argv) == 0
@@ -230,3 +293,18 @@ def test_a_local_language_model_trains_two_steps(tmp_path: Path) -> None:
     assert changed, "no parameter changed"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["start"]["tasks"] == summary["end"]["tasks"] > 0
+    # every sample's whole record: the prompt as the model read it, the reply (cut at 2 tokens), the program
+    from code_env.logtools import replay
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    logged = list(read_log(out / "trajectories" / "train"))
+    assert len(logged) == 2 * 3 * 4 and {r["step"] for r in logged} == {1, 2}
+    for rec in logged:
+        assert_complete(rec, trainer="grpo")
+        assert rec["task"]["prompt"] in rec["prompt"] or rec["task"]["prompt"].strip() in rec["prompt"]
+        assert rec["completion_tokens"] <= 2 and (rec["completion_tokens"] == 2 or not rec["completion_truncated"])
+    assert any(r["completion_truncated"] for r in logged)  # cut at max_new_tokens, and said so
+    report = replay(out / "trajectories" / "train")
+    assert report.steps == len(logged) and report.differences == [], report.summary()

@@ -355,7 +355,7 @@ LITERAL = "sk-proj-LiteralKeyInAFile0123"
     (["llm_agent.base_url=localhost:8000"], None, r"llm_agent\.base_url: expected an http\(s\) URL"),
     (["llm_agent.k=[1, 8]"], None, r"llm_agent\.k: pass@8 needs at least 8 samples per task, n_samples is 2"),
     (["llm_agent.modle=x"], None, r"llm_agent\.modle: unknown key \(known keys: base_url, model, api_key"),
-    (["env.task_set=humaneval"], None, r"the LLM agent reads only env\.backend and env\.log_every; its tasks and turns are llm_agent\.task_set"),
+    (["env.task_set=humaneval"], None, r"the LLM agent reads only env\.backend, env\.log_every, env\.log_max_bytes, env\.log_text_bytes; its tasks and turns are llm_agent\.task_set"),
     (["llm_agent.task_set=bultin"], None, r"llm_agent\.task_set: unknown task set 'bultin' .*did you mean 'builtin'"),
 ], ids=["literal-key-in-file", "literal-key-in-set", "unset-placeholder", "no-endpoint", "bad-url", "k-above-n",
         "unknown-key", "env-task-set", "unknown-task-set"])  # fmt: skip
