@@ -29,8 +29,10 @@ The run directory (``runs/trl-grpo-<timestamp>/`` or ``--out``): ``config.json``
 ``sandbox_error_rate``, ``loss``, ``grad_norm``, ``kl`` (with ``beta`` > 0), ``entropy``,
 ``completion_length``, ``learning_rate``), ``timing.csv`` (``step_time_s``), ``tb/`` (every
 metric TRL logs, under ``train/``, and the curve), ``trajectories/`` (every ``env.log_every``-th
-completion with its program, reward and breakdown: ``code-env stats`` and ``code-env replay``
-read it), ``trl/`` (TRL's ``output_dir``: its
+completion's whole record, ``code_env.records``: the prompt through the chat template, the
+completion and whether ``max_completion_length`` cut it, the program, the raw runs, the timed
+states, the reward and its breakdown, TRL's advantage for it and the step of its curve row;
+``code-env stats``, ``audit`` and ``replay`` read it), ``trl/`` (TRL's ``output_dir``: its
 checkpoints when ``save_steps`` > 0, its completion tables with ``log_completions``),
 ``checkpoints/final/`` (the trained model and tokenizer, loadable with ``from_pretrained``),
 ``summary.json`` and ``curve.png``.
@@ -234,7 +236,8 @@ def train(cfg: RunConfig, settings: TRLGRPOSettings, model: str, run: Run) -> di
     fmt = code_env.trl.prompt_format(model) if settings.prompt_format == "auto" else settings.prompt_format
     reward = code_env.TRLReward(tasks, sandbox=cfg.env.runner(), config=cfg.reward,
                                 join_prompt=settings.join_prompt, log_dir=run.trajectories,
-                                log_every=cfg.env.log_every)  # fmt: skip
+                                log_every=cfg.env.log_every, log_max_bytes=cfg.env.log_max_bytes,
+                                log_text_bytes=cfg.env.log_text_bytes)  # fmt: skip
     dataset = code_env.trl_dataset(tasks, format=fmt, system_prompt=settings.system_prompt)
     try:
         trainer = GRPOTrainer(
@@ -246,6 +249,7 @@ def train(cfg: RunConfig, settings: TRLGRPOSettings, model: str, run: Run) -> di
         )
     except (OSError, ValueError) as exc:  # a folder that is no causal LM, settings TRL refuses for this model
         raise ConfigError(f"--model {model}: GRPOTrainer cannot train it: {exc}") from None
+    reward.attach(trainer)  # the records get TRL's advantages, the step, the templated prompt, the cut
     try:
         result = trainer.train()
     finally:

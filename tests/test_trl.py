@@ -226,13 +226,15 @@ def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> No
     path = build_tiny_lm(tmp_path / "model", [t.prompt + t.reference_solution for t in TASKS] + [t.reference_solution for t in TINY])
     model = AutoModelForCausalLM.from_pretrained(path)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    reward = TRLReward(TINY, sandbox=get_sandbox("process"))
+    reward = TRLReward(TINY, sandbox=get_sandbox("process"), log_dir=tmp_path / "traj")
     args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=8, num_generations=4,
                       max_completion_length=2, learning_rate=1e-2, logging_steps=1, report_to="none",
                       save_strategy="no", use_cpu=True, bf16=False, seed=0)  # fmt: skip
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, processing_class=AutoTokenizer.from_pretrained(path),
                           train_dataset=trl_dataset(TINY, format=fmt))  # fmt: skip
+    assert reward.attach(trainer) is reward
     out = trainer.train()
+    reward.close()
 
     assert out.global_step == 2 and math.isfinite(out.training_loss)
     steps = [h for h in trainer.state.log_history if "rewards/code_env_reward/mean" in h]
@@ -242,3 +244,27 @@ def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> No
     assert len(reward.last_grades) == 8 and all(g.reward is not None for g in reward.last_grades)
     changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach().cpu(), before[name])]
     assert changed, "GRPO changed no parameter: every group had the same reward"
+
+    # attached, every completion's record carries TRL's own advantage (group-normalised: checked
+    # here from the logged rewards), the step of its curve row, and the cut at max_completion_length
+    import statistics
+
+    from code_env.logtools import replay
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    records = list(read_log(tmp_path / "traj"))
+    assert len(records) == 16 and [r["step"] for r in records] == [1] * 8 + [2] * 8
+    for rec in records:
+        assert_complete(rec, trainer="trl")
+        assert rec["completion_tokens"] <= 2 and (rec["completion_tokens"] == 2 or not rec["completion_truncated"])
+    for k in range(0, 16, 4):  # TRL's groups: one prompt's 4 completions, one after another
+        group = records[k : k + 4]
+        rewards = [r["reward"] for r in group]
+        mean, std = statistics.fmean(rewards), statistics.stdev(rewards)
+        assert [round(r["advantage"], 4) for r in group] == [round((x - mean) / (std + 1e-4), 4) for x in rewards]
+    if fmt == "chat":
+        assert all(r["prompt"] != r["task"]["prompt"] and isinstance(r["prompt"], str) for r in records)  # templated
+    report = replay(tmp_path / "traj")
+    assert report.ok and report.steps == 16, report.summary()

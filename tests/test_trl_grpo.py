@@ -182,6 +182,15 @@ def test_two_grpo_steps_through_the_recipe(tmp_path: Path, capsys: pytest.Captur
     assert st.episodes == 2 * 8 // 3 + 1 and st.per_task.keys() == {t.problem_id for t in TINY}
     report = replay(run / "trajectories")
     assert report.ok and report.steps == st.episodes, report.summary()
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    records = list(read_log(run / "trajectories"))
+    for rec in records:  # the whole record: TRL's advantage and step, the templated prompt, the cut
+        assert_complete(rec, trainer="trl")
+        assert rec["step"] in (1, 2) and rec["prompt"] != rec["task"]["prompt"] and rec["completion_tokens"] <= 2
+    assert {r["step"] for r in records} == {1, 2} and any(r["completion_truncated"] for r in records)
 
     # the parameters changed, and the trained model loads offline like the initial one
     initial, _ = _load(model_dir)
