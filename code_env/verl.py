@@ -22,6 +22,7 @@ This module imports ``code_env`` absolutely, so verl may also load it by its fil
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,8 +31,10 @@ from pydantic import ValidationError
 import registry
 from code_env._errors import first_error
 from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task, reward_config
-from code_env.grading import Grade, grade_many, resolve_executor
+from code_env.grading import Grade, Judged, judge_many, resolve_executor
+from code_env.records import grade_record
 from code_env.reward import RewardConfig
+from code_env.trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 from registry import Task
 from registry.verify import Runner
 
@@ -70,7 +73,17 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str | None,
     * ``backend`` ("auto"), or ``executor``/``sandbox``: where programs run: ``"local"`` (the
       process-wide sandbox of ``backend``), ``"ray"`` (the process-wide ``sandbox.RayExecutor``:
       inside verl's Ray job it uses verl's own cluster; elsewhere ``ray_address``, else
-      ``$RAY_ADDRESS``, else a local instance) or any runner with ``run_many``.
+      ``$RAY_ADDRESS``, else a local instance) or any runner with ``run_many``;
+    * ``log_dir`` (None), ``log_every`` (1), ``log_max_bytes``, ``log_text_bytes``: write every
+      ``log_every``-th sample (counted per process and directory) as a trajectory record
+      (``code_env.records``: ``trainer="verl"``, the response as ``completion``, the program, the
+      raw runs, the timed states, the breakdown), which ``code-env stats``, ``audit`` and
+      ``replay`` read. What verl does not pass to a reward function stays unknown in the record:
+      the prompt (``extra_info["prompt"]`` if the dataset puts it there; else the task's prompt),
+      the step (``extra_info["step"]`` or ``["global_step"]``; else None), whether the response
+      was cut at ``max_response_length`` (``completion_truncated`` None) and the advantage
+      (None: verl's trainer computes it after the reward manager returns, in
+      ``compute_advantage``, and never calls the reward function again).
     """
     return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[0]
 
@@ -102,13 +115,52 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
         own = info.get("reward_config")
         cfg = default if own is None else reward_config(own, f"extra_infos[{i}]['reward_config']")
         groups.setdefault(cfg.model_dump_json(), (cfg, []))[1].append(i)
-    grades: list[Grade | None] = [None] * n
+    log = _log_for(kwargs, n)
+    first = log.first if log is not None else 0
+    judged: list[Judged | None] = [None] * n
     for cfg, idx in groups.values():
-        graded = grade_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg,
-                            trace_ids=[f"{pairs[i][0].problem_id}/{i}/0" for i in idx])  # fmt: skip
-        for i, g in zip(idx, graded, strict=True):
-            grades[i] = g
-    return [_score(g, fallback, as_dict) for g in grades if g is not None]
+        out = judge_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg,
+                         trace_ids=[f"{pairs[i][0].problem_id}/{first + i}/0" for i in idx])  # fmt: skip
+        for i, j in zip(idx, out, strict=True):
+            judged[i] = j
+            if log is not None and log.logger.wants(first + i):
+                info = _mapping(infos[i], f"extra_infos[{i}]")
+                step = info.get("step", info.get("global_step"))
+                prompt = info.get("prompt")
+                log.logger.write(grade_record(
+                    pairs[i][0], pairs[i][1], j, cfg, trace_id=f"{pairs[i][0].problem_id}/{first + i}/0", n=first + i,
+                    prompt=prompt if isinstance(prompt, str) else None, completion=solution_strs[i], trainer="verl",
+                    step=step if isinstance(step, int) and not isinstance(step, bool) else None))  # fmt: skip
+    return [_score(j.grade, fallback, as_dict) for j in judged if j is not None]
+
+
+class _Log:
+    """A process's trajectory log in one directory, and how many samples it has counted."""
+
+    def __init__(self, logger: TrajectoryLogger) -> None:
+        self.logger, self.seen, self.first = logger, 0, 0
+
+
+_logs: dict[tuple[int, str], _Log] = {}
+
+
+def _log_for(kwargs: Mapping[str, Any], n: int) -> _Log | None:
+    """The log of ``reward_kwargs["log_dir"]`` (None: no log), with ``n`` more samples counted."""
+    where = kwargs.get("log_dir")
+    if where is None:
+        return None
+    if not isinstance(where, (str, os.PathLike)):
+        raise TypeError(f"log_dir: expected a folder path, got {type(where).__name__}")
+    key = (os.getpid(), str(where))
+    if key not in _logs:
+        every = kwargs.get("log_every", 1)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"log_every: expected an integer >= 1, got {every!r}")
+        _logs[key] = _Log(TrajectoryLogger(where, every=every, max_total_bytes=int(kwargs.get("log_max_bytes", MAX_TOTAL_BYTES)),
+                                           text_bytes=int(kwargs.get("log_text_bytes", TEXT_BYTES))))  # fmt: skip
+    log = _logs[key]
+    log.first, log.seen = log.seen, log.seen + n
+    return log
 
 
 def _flag(value: Any, what: str) -> bool:

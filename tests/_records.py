@@ -11,8 +11,9 @@ STATES = ("generating", "queued", "running", "executed", "judged")
 
 
 def assert_complete(rec: dict[str, Any], *, trainer: str | None, step: bool = True, advantage: bool = True,
-                    truncation_known: bool = True) -> None:  # fmt: skip
-    """Every field present, and non-empty where it applies to this trainer path."""
+                    truncation_known: bool = True, generation_timed: bool = True) -> None:  # fmt: skip
+    """Every field present, and non-empty where it applies to this trainer path (the flags: what
+    the path cannot know — the step, the advantage, the cut, when generation began)."""
     where = rec.get("trace_id")
     for key in ("trace_id", "problem_id", "prompt", "completion", "completion_truncated", "completion_tokens", "action",
                 "reward", "reward_breakdown", "advantage", "public_cases", "hidden_cases", "executions", "ran_as",
@@ -39,7 +40,8 @@ def assert_complete(rec: dict[str, Any], *, trainer: str | None, step: bool = Tr
             assert any("/hidden" in r["trace_id"] for r in runs), f"{where}: no hidden run"
         assert all(isinstance(r["stdout"], str) or clipped(r["stdout"]) for r in runs), where
         states = [s for s, _ in rec["transitions"]]
-        assert states[0] == "generating" and states[1] == "queued" and states[-1] == "judged", f"{where}: {states}"
+        start = ["generating", "queued"] if generation_timed else ["queued"]
+        assert states[: len(start)] == start and states[-1] == "judged", f"{where}: {states}"
         assert all(s in STATES for s in states), states
         times = [t for _, t in rec["transitions"]]
         assert times == sorted(times), f"{where}: the states' times go backwards"

@@ -135,3 +135,30 @@ def test_verl_can_load_it_by_package_or_by_file_path() -> None:
         assert fn("builtin", EVENS.reference_solution, EVENS.problem_id) == 1.0
     finally:
         del sys.modules["custom_module"]
+
+
+def test_samples_are_logged_as_whole_replayable_records(tmp_path: Path) -> None:
+    """``log_dir`` in reward_kwargs: every sample's record (per process and directory, numbered
+    across calls), in the shape the log tools read; what verl does not pass stays None."""
+    from code_env.logtools import replay
+    from code_env.trajectory import read_log
+
+    from ._records import assert_complete
+
+    solutions = [f"```python\n{EVENS.reference_solution}```", WRONG, "def sum_of_evens(:"]
+    infos = [{"index": 0, "prompt": "Sum the evens.", "step": 7}, None, {"index": 2}]
+    for _ in range(2):
+        compute_score_batch(["builtin"] * 3, solutions, [EVENS.problem_id] * 3, infos, log_dir=str(tmp_path))
+    assert compute_score("builtin", solutions[0], EVENS.problem_id, None, log_dir=str(tmp_path)) == 1.0
+    records = list(read_log(tmp_path))
+    assert [r["trace_id"] for r in records] == [f"{EVENS.problem_id}/{n}/0" for n in range(7)]
+    for rec in records:
+        assert_complete(rec, trainer="verl", step=False, advantage=False, truncation_known=False, generation_timed=False)
+        assert rec["completion"] in solutions and rec["advantage"] is None and rec["completion_truncated"] is None
+    assert (records[0]["prompt"], records[0]["step"], records[1]["step"]) == ("Sum the evens.", 7, None)
+    assert records[1]["prompt"] == code_env.env.task_prompt(EVENS)  # not passed: the task's own prompt
+    assert [r["reward"] for r in records[:3]] == [1.0, records[1]["reward"], -1.0]
+    report = replay(tmp_path)
+    assert report.ok and report.steps == 7, report.summary()
+    with pytest.raises(ValueError, match="log_every: expected an integer >= 1, got 0"):
+        compute_score("builtin", WRONG, EVENS.problem_id, None, log_dir=str(tmp_path / "other"), log_every=0)
