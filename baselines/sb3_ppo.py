@@ -187,13 +187,15 @@ def _check(cfg: RunConfig) -> PPOSettings:
 
 
 def make_token_env(*, difficulty: int | None, n_tasks: int, task_seed: int, max_tokens: int, reward: RewardConfig,
-                   backend: str, log_dir: Path | None = None, log_every: int = 1,
-                   executor: str = "local") -> Monitor:  # fmt: skip
+                   backend: str, log_dir: Path | None = None, log_every: int = 1, executor: str = "local",
+                   log_max_bytes: int, log_text_bytes: int, rollout: tuple[int, int] | None = None) -> Monitor:  # fmt: skip
     """One ``CodeExecTokens-v0`` sub-env in SB3's ``Monitor`` (module level: ``SubprocVecEnv``
-    pickles it into its workers; each worker then makes its own sandbox, or connects to Ray)."""
+    pickles it into its workers; each worker then makes its own sandbox, or connects to Ray).
+    ``rollout``: PPO's ``(n_steps, n_envs)``, so that each record names its update's curve step."""
     env = CodeExecTokensEnv(difficulty=difficulty, n_tasks=n_tasks, task_seed=task_seed, max_tokens=max_tokens,
                             reward=reward, backend=backend, log_dir=log_dir, log_every=log_every,
-                            executor=executor)  # fmt: skip
+                            executor=executor, rollout=rollout, log_max_bytes=log_max_bytes,
+                            log_text_bytes=log_text_bytes)  # fmt: skip
     return Monitor(env)
 
 
@@ -204,7 +206,8 @@ def make_vec_env(cfg: RunConfig, log_dir: Path | None) -> VecEnv:
         os.environ["RAY_ADDRESS"] = env.ray_address  # where every sub-env (and SubprocVecEnv's workers) connects
     make = functools.partial(make_token_env, difficulty=env.difficulty, n_tasks=env.n_tasks, task_seed=env.task_seed,
                              max_tokens=env.max_tokens, reward=cfg.reward, backend=env.backend, log_dir=log_dir,
-                             log_every=env.log_every, executor=env.executor)  # fmt: skip
+                             log_every=env.log_every, executor=env.executor, log_max_bytes=env.log_max_bytes,
+                             log_text_bytes=env.log_text_bytes, rollout=(algo.n_steps, env.n_envs))  # fmt: skip
     fns: list[Callable[[], Any]] = [make] * env.n_envs
     return DummyVecEnv(fns) if algo.vec_env == "dummy" else SubprocVecEnv(fns)
 
@@ -214,7 +217,8 @@ def heldout_env(cfg: RunConfig, log_dir: Path | None = None) -> CodeExecTokensEn
     env = cfg.env
     return CodeExecTokensEnv(difficulty=env.eval_difficulty, n_tasks=env.n_eval_tasks, task_seed=env.eval_task_seed,
                              max_tokens=env.max_tokens, reward=cfg.reward, backend=env.backend,
-                             log_dir=log_dir, executor=env.executor)  # fmt: skip
+                             log_dir=log_dir, executor=env.executor, log_max_bytes=env.log_max_bytes,
+                             log_text_bytes=env.log_text_bytes)  # fmt: skip
 
 
 # -------------------------------------------------------------------------------- evaluation

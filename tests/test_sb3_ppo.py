@@ -138,6 +138,12 @@ def test_the_trajectory_logs_are_read_by_the_log_tools(short_run: Path) -> None:
     assert stats(logs).episodes == len(records)
     report = replay(logs, executor=get_sandbox("process"))
     assert report.ok and report.steps == len(records), report.summary()
+    from ._records import assert_complete
+
+    steps = set(read_curve(short_run / "curve.csv")["step"])
+    for rec in records:  # PPO's advantages are per token, inside SB3's rollout buffer: none per episode
+        assert_complete(rec, trainer="ppo", advantage=False)
+        assert rec["step"] in steps, rec["step"]  # the curve row of the update that trained on the episode's end
     # the final held-out evaluations are logged whole, apart from training: the headline numbers replay
     summary = json.loads((short_run / "summary.json").read_text())
     for name, episodes in (("trained", 6), ("random", 12)):
