@@ -33,6 +33,28 @@ if ((${#need_apt[@]})); then
     fi
 fi
 
+# The standard library's own test suites (tests/test_seccomp.py runs 17 of them under the filter):
+# Debian's Python ships them apart, in libpython3.X-testsuite. As root, install the one that
+# matches the installed interpreter exactly (never upgrading the interpreter behind your back);
+# otherwise those tests skip, saying so, and test_shipped_programs_under_the_filter still runs.
+if ! "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("test.test_re") is None)' 2>/dev/null \
+    && command -v dpkg-query >/dev/null; then
+    stdlib="$("$PY" -c 'import os; print(os.path.realpath(os.path.dirname(os.__file__)))')"
+    owner="$(dpkg-query -S "$stdlib/os.py" 2>/dev/null | cut -d: -f1 || true)"  # libpython3.X-minimal
+    if [ -n "$owner" ]; then
+        suite="$(printf '%s' "$owner" | sed -E 's/-(minimal|stdlib)$//')-testsuite"
+        version="$(dpkg-query -W -f='${Version}' "$owner" 2>/dev/null || true)"
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+            && { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true; } \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$suite=$version" >/dev/null 2>&1; then
+            log "installed $suite=$version (the standard library's test suites)"
+        else
+            log "the standard library's test suites are missing ($suite=$version, as root: apt-get install $suite);" \
+                "the tests that run them will be skipped"
+        fi
+    fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV"
     "$PY" -m venv "$VENV"

@@ -701,20 +701,16 @@ def _stdlib_suite(module: str) -> Callable[[], dict[str, str]]:
     return work
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("module", STDLIB_SUITES)
-def test_stdlib_suite(module: str, tmp_path: Path) -> None:
-    """The module's tests, in a fresh directory, without the filter and under each variant (three
-    children at once): every test that passes without the filter passes under it, but for the
-    excused ones."""
+def three_ways(work: Callable[[], dict[str, str]], tmp_path: Path) -> dict[str, dict[str, str]]:
+    """``work``'s report without the filter and under each variant, three children at once, each
+    in a fresh directory of its own: ``{"unfiltered": ..., "nofork": ..., "fork": ...}``."""
     runs = {"unfiltered": None, "nofork": bpf(allow_fork=False), "fork": bpf(allow_fork=True)}
     children: dict[str, tuple[int, int]] = {}
     reports: dict[str, tuple[int, Any]] = {}
     try:
         for name, program in runs.items():
             (tmp_path / name).mkdir()
-            children[name] = start(_stdlib_suite(module), program, tmp_path / name, quiet=True)
+            children[name] = start(work, program, tmp_path / name, quiet=True)
         for name, (pid, r) in children.items():
             reports[name] = finish(pid, r)
     finally:
@@ -726,6 +722,40 @@ def test_stdlib_suite(module: str, tmp_path: Path) -> None:
         )
         assert report is not None and report[0] == "ok", f"{name}: {report}"
         outcomes[name] = report[1]
+    return outcomes
+
+
+def stdlib_suite_missing(module: str) -> str | None:
+    """Why the standard library's own test module cannot run here, or None. Debian ships
+    ``Lib/test`` apart, in ``libpython3.X-testsuite``, and keeps only ``test.support`` in the
+    standard library: ``scripts/bootstrap.sh`` installs the package as root."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(f"test.{module}") is not None
+    except ImportError:
+        found = False
+    if found:
+        return None
+    v = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (
+        f"test.{module} is not installed for {sys.executable} (its standard library has no test suite; "
+        f"on Debian it is the package libpython{v}-testsuite, which scripts/bootstrap.sh installs when run as "
+        f"root). test_shipped_programs_under_the_filter covers the filter meanwhile"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("module", STDLIB_SUITES)
+def test_stdlib_suite(module: str, tmp_path: Path) -> None:
+    """The module's tests, in a fresh directory, without the filter and under each variant (three
+    children at once): every test that passes without the filter passes under it, but for the
+    excused ones."""
+    missing = stdlib_suite_missing(module)
+    if missing:
+        pytest.skip(missing)
+    outcomes = three_ways(_stdlib_suite(module), tmp_path)
     passed = {t for t, outcome in outcomes["unfiltered"].items() if outcome == "pass"}
     assert passed, f"no test of {module} passes even without the filter"
     for name, allow_fork in (("nofork", False), ("fork", True)):
@@ -738,6 +768,66 @@ def test_stdlib_suite(module: str, tmp_path: Path) -> None:
             f"{name}: {len(broken)} tests pass only without the filter:\n"
             + "\n".join(f"{t}: {why[-1500:]}" for t, why in broken.items())
         )
+
+
+def _shipped_programs() -> Callable[[], dict[str, str]]:
+    """The reference solution of every task we ship (builtin, humaneval, three synthetic
+    families) on every one of its tests, in-process: each outcome is the returned value (or the
+    program's output) or the exception it raised."""
+    import copy
+    import io
+    import random
+
+    import registry
+
+    tasks = [*registry.load("builtin"), *registry.load("humaneval")]
+    for family in ("arith", "list", "string"):
+        tasks += registry.load(f"synthetic:{family}", n=20, seed=0)
+
+    def work() -> dict[str, str]:
+        outcomes: dict[str, str] = {}
+        for t in tasks:
+            for k, case in enumerate([*t.public_tests, *t.hidden_tests]):
+                key = f"{t.problem_id}/{k}"
+                random.seed(0)
+                stdin, stdout = sys.stdin, sys.stdout
+                try:
+                    ns: dict[str, Any] = {"__name__": "__main__" if case.is_stdio else "__solution__"}
+                    if case.is_stdio:
+                        sys.stdin, sys.stdout = io.StringIO(case.stdin or ""), io.StringIO()
+                        try:
+                            exec(compile(t.reference_solution, "solution.py", "exec"), ns)
+                        except SystemExit as e:
+                            if e.code not in (None, 0):
+                                raise
+                        outcomes[key] = "out " + sys.stdout.getvalue()
+                    else:
+                        exec(compile(t.reference_solution, "solution.py", "exec"), ns)
+                        value = ns[str(t.entry_point)](*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+                        outcomes[key] = "value " + repr(value)
+                except BaseException as e:
+                    outcomes[key] = f"raised {type(e).__name__}: {e}"
+                finally:
+                    sys.stdin, sys.stdout = stdin, stdout
+        return outcomes
+
+    return work
+
+
+@pytest.mark.timeout(600)
+def test_shipped_programs_under_the_filter(tmp_path: Path) -> None:
+    """What the filter must never break, whether or not the standard library's own suites are
+    installed (Debian ships them apart): every shipped task's reference solution on every test,
+    without the filter and under each variant (three children at once), gives the same outcome,
+    and, without the filter, no exception (the references pass their tests)."""
+    outcomes = three_ways(_shipped_programs(), tmp_path)
+    base = outcomes["unfiltered"]
+    assert len(base) > 1500, len(base)
+    raised = {k: v for k, v in base.items() if v.startswith("raised ")}
+    assert not raised, list(raised.items())[:5]
+    for name in ("nofork", "fork"):
+        differ = {k: (base[k], outcomes[name].get(k)) for k in base if outcomes[name].get(k) != base[k]}
+        assert not differ, f"{name}: {len(differ)} outcomes change under the filter: {list(differ.items())[:5]}"
 
 
 # ---------------------------------------------------------------------------------------------
