@@ -298,12 +298,13 @@ class ProcessBackend:
         PID namespace, does the work; either one's death ends both)."""
         pids = []
         for s in self._slots:
-            if s.proc is not None:
+            proc = s.proc  # once: a slot being replaced sets it to None at any moment
+            if proc is not None:
                 try:
-                    with open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children") as fh:
-                        pids += [int(x) for x in fh.read().split()] or [s.proc.pid]
+                    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as fh:
+                        pids += [int(x) for x in fh.read().split()] or [proc.pid]
                 except (OSError, ValueError):
-                    pids.append(s.proc.pid)
+                    pids.append(proc.pid)
         return pids
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
@@ -315,7 +316,10 @@ class ProcessBackend:
                 reply = slot.call(request, limits)
             except WorkerFailure as exc:
                 failures.append(str(exc))
-                log.warning("sandbox worker %d failed on %s: %s; replacing it", slot.index, trace_id, exc)
+                # the text, not the exception: a handler that keeps records (pytest's, a memory
+                # handler) would keep its traceback, every frame of it and what they hold
+                log.warning("sandbox worker %d failed on %s: %s; replacing it", slot.index, trace_id, failures[-1])
+                del exc
                 try:
                     slot.restart()
                 except Exception as exc2:  # the slot stays broken; the next call retries
