@@ -468,7 +468,7 @@ class NsjailBackend:
         cmd += [
             "-H", "sandbox", "-D", "/sandbox", "--disable_proc",
             "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},mode=0777",
-            "--time_limit", str(math.ceil(limits.timeout_s) + 2),
+            "--time_limit", str(math.ceil(_monitor.MAX_WALL_FACTOR * limits.timeout_s) + 2),  # our monitor's is the limit
             "--rlimit_cpu", str(cpu),
             "--rlimit_fsize", str(fsize_mb),
             "--rlimit_nofile", str(limits.max_open_files),
@@ -605,6 +605,7 @@ class NsjailBackend:
                             lambda: [p for init in _children(jail.pid) for p in _monitor.tree_pids(init)], limit_bytes
                         ) if run_cgroup is None else None,
                         memory_limit_bytes=limit_bytes,
+                        max_wall_s=_monitor.MAX_WALL_FACTOR * limits.timeout_s,
                     )
                 )
             except BaseException:

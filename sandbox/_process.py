@@ -22,7 +22,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _child, _host, _paths, _seccomp
+from . import _child, _host, _monitor, _paths, _seccomp
 from .errors import IsolationUnavailableError
 from .models import ExecutionResult, Limits
 
@@ -220,8 +220,9 @@ class _Slot:
             self._send_on(self.proc, request)
         except OSError as exc:
             raise WorkerFailure(f"could not send to worker: {exc}") from exc
-        # Two attempts (a starved run is re-run once) plus grace: past this the worker is hung.
-        budget = 2 * (limits.timeout_s + 1.0) + WATCHDOG_GRACE_S
+        # The longest a run may take (a starved one's wall clock moves, up to MAX_WALL_FACTOR times
+        # its limit) plus grace: past this the worker is hung.
+        budget = _monitor.MAX_WALL_FACTOR * limits.timeout_s + 2.0 + WATCHDOG_GRACE_S
         try:
             reply = self._recv(time.monotonic() + budget)
         except TimeoutError:

@@ -25,9 +25,11 @@ MiB = 1024 * 1024
 class Limits(BaseModel):
     """Resource limits of one run. Flat, frozen, every unit in the field name.
 
-    ``timeout_s`` is the wall clock: the call returns within it plus a small grace.
-    ``cpu_time_s`` (default: ``timeout_s``) decides "too slow"; a run killed by the wall clock while
-    it was starved of CPU by a busy machine is re-run once before it is called a timeout.
+    ``timeout_s`` is the wall clock: the call returns within it plus a small grace, on a machine
+    with a CPU to spare.
+    ``cpu_time_s`` (default: ``timeout_s``) decides "too slow". The wall clock does not charge the
+    time a program spent waiting for a CPU on a busy machine: its deadline moves by that wait, up to
+    four times ``timeout_s``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

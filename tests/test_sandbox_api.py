@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 import sandbox
 from sandbox import ExecutionResult, Limits, ResultCache, RunRequest, Sandbox, UnknownBackendError
-from sandbox._monitor import Outcome, starved
+from sandbox._monitor import wall_deadline_s
 
 from .conftest import BACKENDS, get_sandbox
 
@@ -273,16 +273,14 @@ def test_a_failure_twice_is_a_sandbox_error_not_a_verdict() -> None:
         sb.close()
 
 
-def test_starvation_decision() -> None:
-    o = Outcome(0)
-    o.killed_for, o.cpu_at_kill_s, o.run_delay_s = "wall", 0.1, 1.5
-    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is not None
-    o.run_delay_s = 0.05  # it was sleeping, not waiting for a CPU
-    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
-    o.run_delay_s, o.cpu_at_kill_s = 1.5, 1.9  # it had its CPU time
-    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
-    o.killed_for = "cpu"
-    assert starved(o, timeout_s=2.0, cpu_budget_s=2.0) is None
+def test_the_wall_clock_does_not_charge_the_wait_for_a_cpu() -> None:
+    """The deadline of a run that waited on a run queue moves by that wait, up to the hard stop; one
+    that slept (no wait) is stopped at its limit; without a hard stop nothing moves."""
+    assert wall_deadline_s(2.0, 0.0, 8.0) == 2.0  # it slept: the machine was not to blame
+    assert wall_deadline_s(2.0, 1.5, 8.0) == 3.5
+    assert wall_deadline_s(2.0, 60.0, 8.0) == 8.0
+    assert wall_deadline_s(2.0, 1.5, None) == 2.0
+    assert wall_deadline_s(2.0, -1.0, 8.0) == 2.0
 
 
 # ----------------------------------------------------------------------------- cache
