@@ -41,7 +41,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from baselines import determinism
-from baselines.determinism import check_pin
 from code_env._errors import first_error
 from code_env.reward import RewardConfig
 
@@ -222,7 +221,7 @@ def seed_everything(seed: int, *, threads: int = 1) -> None:
         import torch
     except ModuleNotFoundError:
         return
-    check_pin()  # the CPU pin (set when ``baselines`` was imported) is in force, or a warning says why not
+    determinism.check_pin()  # the CPU pin (set when ``baselines`` was imported) is in force, or a warning says why not
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -135,7 +134,7 @@ def describe() -> dict[str, Any]:
     the settings and the user's own values they replaced) and the torch / BLAS / NumPy builds."""
     out: dict[str, Any] = {"cpu": cpu_info(), "pin": {"requested": pin_requested(), "settings": dict(PINNED_ENV),
                                                      "outside": dict(_outside)}}  # fmt: skip
-    if "torch" in sys.modules or _importable("torch"):
+    if _importable("torch"):
         import torch
 
         out["pin"].update(check_pin(warn=False))
