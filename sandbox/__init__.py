@@ -23,13 +23,14 @@ from .errors import (
     SandboxError,
     UnknownBackendError,
 )
-from .models import ExecutionResult, Limits, RunRequest
+from .models import QUEUE_TIMEOUT, ExecutionResult, Limits, RunRequest
 
 if _TYPE_CHECKING:
     from ._ray import RayExecutor
 
 __all__ = [
     "BACKENDS",
+    "QUEUE_TIMEOUT",
     "BackendUnavailableError",
     "ExecutionResult",
     "IsolationUnavailableError",

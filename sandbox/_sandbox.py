@@ -8,6 +8,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
@@ -15,6 +16,7 @@ from typing import Any, Literal, Protocol
 from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
 from .models import (
+    QUEUE_TIMEOUT,
     ExecutionResult,
     Limits,
     RunRequest,
@@ -86,7 +88,10 @@ class Sandbox:
     ``isolation``: ``"full"`` (the default: as root, or in user namespaces as a normal user; raises
     ``IsolationUnavailableError`` where the kernel allows neither) or ``"weak"``, asked for by
     name, where the kernel cannot isolate: seccomp, rlimits and a private directory only (a
-    ``RuntimeWarning`` lists what it does not protect).
+    ``RuntimeWarning`` lists what it does not protect). ``queue_timeout_s``: the deadline of a
+    ``run_many`` request's wait for a worker (the ``queued`` state; default: none); a request
+    that waited longer is answered, unrun, with a ``sandbox_error`` that starts with
+    ``sandbox.QUEUE_TIMEOUT`` (a failure of ours, which a grader asks again and never scores).
     """
 
     def __init__(
@@ -99,7 +104,12 @@ class Sandbox:
         nsjail_path: str | None = None,
         allowed_packages: Iterable[str] | None = None,
         isolation: Literal["full", "weak"] = "full",
+        queue_timeout_s: float | None = None,
     ) -> None:
+        if queue_timeout_s is not None and (isinstance(queue_timeout_s, bool) or not isinstance(queue_timeout_s, (int, float))
+                                            or not 0 < queue_timeout_s <= 86400):  # fmt: skip
+            raise ValueError(f"queue_timeout_s: expected seconds in (0, 86400] or None, got {queue_timeout_s!r}")
+        self.queue_timeout_s = None if queue_timeout_s is None else float(queue_timeout_s)
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits: expected sandbox.Limits, got {type(limits).__name__}")
         self.default_limits = limits or Limits()
@@ -154,15 +164,22 @@ class Sandbox:
     def _limits(self, limits: Limits | None) -> Limits:
         return resolve_limits(limits, self.default_limits)
 
-    def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None) -> ExecutionResult:
+    def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None,
+                     submitted: float | None = None) -> ExecutionResult:  # fmt: skip
         backend = self._live()
         tid = trace_id if trace_id is not None else f"run/{next(self._counter)}"
+        queued_ms = 0.0 if submitted is None else round((time.monotonic() - submitted) * 1000, 3)
+        if self.queue_timeout_s is not None and queued_ms > self.queue_timeout_s * 1000:
+            return ExecutionResult.infrastructure_failure(
+                f"{QUEUE_TIMEOUT} ({self.queue_timeout_s:g} s): it waited {queued_ms / 1000:.3f} s for a worker",
+                trace_id=tid, backend=backend.name,
+            ).model_copy(update={"queued_ms": queued_ms})
         key = None
         if self.cache is not None:
             key = self.cache.key(code, stdin, lim, backend.version)
             hit = self.cache.get(key)
             if hit is not None:
-                return hit.model_copy(update={"trace_id": tid, "cached": True})
+                return hit.model_copy(update={"trace_id": tid, "cached": True, "queued_ms": queued_ms})
         try:
             result = backend.run(code, stdin, lim, tid)
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
@@ -172,7 +189,7 @@ class Sandbox:
             )
         if self.cache is not None and key is not None:
             self.cache.put(key, result)
-        return result
+        return result.model_copy(update={"queued_ms": queued_ms}) if queued_ms else result
 
     def run_many(
         self,
@@ -191,8 +208,9 @@ class Sandbox:
         if not items:
             return []
         pool = self._executor()
+        submitted = time.monotonic()
         futures = [
-            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id) for r in items
+            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted) for r in items
         ]
         if progress:
             from concurrent.futures import as_completed

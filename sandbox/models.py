@@ -146,6 +146,9 @@ def check_payload(code: object, stdin: object, limits: Limits) -> None:
             raise ValueError(f"{name} is {size} bytes, over {field}={cap}")
 
 
+QUEUE_TIMEOUT = "queued past the executor's queue timeout"  # how such a run's sandbox_error starts
+
+
 class ExecutionResult(BaseModel):
     """What happened to one run.
 
@@ -177,6 +180,7 @@ class ExecutionResult(BaseModel):
     rerun_reason: str | None = None
     cached: bool = False
     node: str | None = None
+    queued_ms: float = 0.0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
