@@ -259,6 +259,14 @@ def cmd_audit(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(ns: argparse.Namespace) -> int:
+    from .logtools import format_trace, trace
+
+    lines = trace(ns.run, ns.key)
+    print(format_trace(lines))
+    return 0 if lines else 1
+
+
 def cmd_stats(ns: argparse.Namespace) -> int:
     from .logtools import stats, write_png
 
@@ -333,6 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
     st.add_argument("--png", metavar="FILE", help="also draw a reward and a timing histogram to FILE")
     st.set_defaults(func=cmd_stats, prog=st.prog)
+    tr = sub.add_parser("trace", help="every line about one sample in every log of a run (exit 1: none)")
+    tr.add_argument("run", metavar="RUN", help="a run directory (or one .jsonl file)")
+    tr.add_argument("key", metavar="KEY", help="the sample's trace id, or its key problem_id/sample/turn")
+    tr.set_defaults(func=cmd_trace, prog=tr.prog)
     return p
 
 

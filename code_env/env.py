@@ -33,10 +33,10 @@ from registry.verify import CaseResult, Job, Runner, Verification
 from ._errors import first_error
 from ._textimage import GREEN, RED, text_image
 from .grading import (
-    Rounds,
     RunSummary,
     Scored,
     grade_many,
+    overflow_breakdown,
     resolve_executor,
     run_rounds,
     score_rounds,
@@ -44,11 +44,11 @@ from .grading import (
 )
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
+from .tracing import GENERATION_ENDS, GenerationEnd, State, trace_id
 from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
 MAX_TEXT_CHARS = 1 << 20  # prompt, stdout, stderr and feedback in an observation
 INT_BOUND = 2**31 - 1
-State = Literal["generating", "queued", "running", "executed", "judged", "timed-out", "overflow"]
 Budget = Literal["turns", "action_chars", "turn_time", "episode_time"]
 
 
@@ -172,18 +172,31 @@ def default_executor(backend: str, executor: Runner | str | None = None) -> Runn
     return sandbox
 
 
-def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dict[str, Task]) -> Task | None:
+def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dict[str, Task],
+                   known: tuple[str, ...] = ()) -> Task | None:  # fmt: skip
     """The task that ``reset(options={"problem_id": ...})`` asks for (None: draw one); unknown
-    options and ids are errors, the latter with a "did you mean"."""
-    options = dict(options or {})
+    options (beyond ``known``, which the caller reads) and ids are errors, the latter with a "did
+    you mean"."""
+    options = {k: v for k, v in (options or {}).items() if k not in known}
     pid = options.pop("problem_id", None)
     if options:
-        raise ValueError(f"reset options: unknown {sorted(options)} (known: ['problem_id'])")
+        raise ValueError(f"reset options: unknown {sorted(options)} (known: {sorted(['problem_id', *known])})")
     if pid is None:
         return None
     if not isinstance(pid, str):
         raise TypeError(f"problem_id: expected str, got {type(pid).__name__}")
     return by_id.get(pid) or registry.get(tasks, pid)
+
+
+def requested_sample(options: dict[str, Any] | None) -> int | None:
+    """``reset(options={"sample": n})``: the sample number of the episode's trace id, as the agent
+    counts its samples (None: the env's own count)."""
+    n = (options or {}).get("sample")
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"reset options: sample: expected an int >= 0, got {n!r}")
+    return n
 
 
 def task_fingerprint(task: Task) -> str:
@@ -378,24 +391,27 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._bonus_paid = 0.0
         self._obs: dict[str, Any] | None = None
         self._cases: list[CaseResult] = []  # the last turn's public tests, for render()
-        self._transitions: list[tuple[State, float]] = []
+        self._transitions: list[tuple[str, float]] = []
+        self._generation: GenerationEnd | None = None
         self.last_timing: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------- reset
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
-        self._task = requested_task(options, self.tasks, self._by_id) or self._draw()
+        sample = requested_sample(options)
+        self._task = requested_task(options, self.tasks, self._by_id, known=("sample",)) or self._draw()
         if seed is not None:
             self._seed, self._sample = seed, -1
         self._episode += 1
-        self._sample += 1
+        self._sample = self._sample + 1 if sample is None else sample
         self._turn = 0
         self._done = False
         self._started = time.monotonic()
         self._best_passed = 0
         self._bonus_paid = 0.0
         self._transitions = [("generating", time.time())]
+        self._generation = None
         self._obs = self._observation(None, None)
         task = self._task
         return self._obs, {"problem_id": task.problem_id, "trace_id": self._trace_id(), "difficulty": task.difficulty}
@@ -417,7 +433,27 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     def _trace_id(self) -> str:
         assert self._task is not None
-        return f"{self._task.problem_id}/{self._sample}/{self._turn}"
+        return trace_id(self._task.problem_id, self._sample, self._turn)
+
+    @property
+    def trace_id(self) -> str | None:
+        """The next step's trace id (``problem_id/sample/turn/retry``, ``code_env.tracing``): an
+        agent puts it on its own log lines about the sample (an LLM agent's requests), so that
+        every log of the run joins on it. None before the first ``reset``."""
+        return None if self._task is None else self._trace_id()
+
+    def end_generation(self, how: GenerationEnd) -> None:
+        """How the next action's generation ended, told by the agent that owns it: ``"stop"`` (by
+        itself), ``"context_window_overflow"`` (at the model's token or context limit) or
+        ``"timed-out"`` (past the agent's deadline). The step's states show it after
+        ``generating``; with ``RewardConfig.context_window_overflow`` set, an overflowed action
+        is not run: the step ends the episode with that reward (tier
+        ``context_window_overflow``)."""
+        if how not in GENERATION_ENDS:
+            raise ValueError(f"end_generation: expected one of {list(GENERATION_ENDS)}, got {how!r}")
+        if self._task is None or self._done:
+            raise ResetNeeded("CodeExec-v0: end_generation() outside an episode; call reset()")
+        self._generation = how
 
     def _prompt(self) -> str:
         assert self._task is not None
@@ -441,8 +477,12 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         if not isinstance(action, str):
             raise TypeError(f"CodeExec-v0: the action is the program's source, a str; got {type(action).__name__}")
         task = self._task
-        self._mark("queued")
         cfg = self.config
+        if self._generation in ("context_window_overflow", "timed-out"):
+            self._mark(self._generation)
+        if self._generation == "context_window_overflow" and cfg.reward.context_window_overflow is not None:
+            return self._overflow_end(action)
+        self._mark("queued")
         if len(action) > cfg.max_action_chars:
             self._mark("overflow")
             why = f"the action has {len(action)} characters, the budget {cfg.max_action_chars}"
@@ -454,7 +494,10 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         single = cfg.max_turns == 1
         tid = self._trace_id()
         rounds = score_rounds([(run_task, action, tid)], cfg.reward, hidden="together" if single else "after_public")
-        ((graded, pub, hid),) = yield from self._marked(rounds)
+        (scored,) = yield from rounds
+        graded, pub, hid = scored.grade, scored.public, scored.hidden
+        marks = scored.transitions[1:] if scored.transitions[:1] and scored.transitions[0][0] == "queued" else scored.transitions
+        self._transitions.extend(marks)  # the step's own "queued" began the first round
         breakdown = graded.breakdown
         summary = graded.run
         executions = pub.executions + (hid.executions if hid is not None else [])
@@ -464,7 +507,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         if sandbox_error:
             reward, truncated = 0.0, True
         elif cfg.turn_time_s is not None and sum(r.execution_time_ms for r in executions) > cfg.turn_time_s * 1000:
-            self._mark("timed-out")
+            self._transitions.insert(len(self._transitions) - 1, ("timed-out", self._transitions[-1][1]))  # before "judged"
             reward, truncated, budget = cfg.reward.budget_exhausted, True, "turn_time"
         elif single:
             assert breakdown.reward is not None
@@ -483,7 +526,6 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         reward = round(float(reward), 6)
         if self.curriculum is not None and (terminated or truncated) and not sandbox_error:
             self.curriculum.update(task, breakdown.tier == "all_tests")
-        self._mark("judged")
         self._obs = self._observation(pub, summary)
         info = StepInfo(
             trace_id=tid, problem_id=task.problem_id, turn=self._turn,
@@ -492,21 +534,24 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         ).model_dump()  # fmt: skip
         info["step_reward"] = reward
         self.last_timing = {"execution_time_ms": summary.execution_time_ms, "transitions": list(self._transitions)}
-        self._log(action, reward, terminated, truncated, info, executions, pub, hid)
+        self._log(action, reward, terminated, truncated, info, executions, pub, hid, scored)
         return self._advance(self._obs, reward, terminated, truncated, info)
 
-    def _marked(self, rounds: Rounds) -> Rounds:
-        """The grader's verification rounds, each marked running → executed."""
-        try:
-            jobs = next(rounds)
-            while True:
-                self._mark("running")
-                results = yield jobs
-                self._mark("executed")
-                jobs = rounds.send(results)
-        except StopIteration as stop:
-            scored: list[Scored] = stop.value
-            return scored
+    def _overflow_end(self, action: str) -> StepResult:
+        """The step of an action whose generation overflowed, under ``context_window_overflow``:
+        not run, that reward, the episode over."""
+        assert self._task is not None
+        breakdown = overflow_breakdown(self.config.reward)
+        obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
+        obs["stderr"] = _clip("the reply stopped at the model's token or context limit: not run\n")
+        obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
+        info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
+                        reward_breakdown=breakdown.model_dump(exclude_none=True)).model_dump()  # fmt: skip
+        reward = round(float(self.config.reward.context_window_overflow or 0.0), 6)
+        info["step_reward"] = reward
+        self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
+        self._log(action, reward, True, False, info, [], None, None)
+        return self._advance(obs, reward, True, False, info)
 
     def _effective(self, task: Task) -> Task:
         """The task with this env's limits: overrides, and a per-test time within the turn budget."""
@@ -542,6 +587,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         else:
             self._transitions = [("generating", time.time())]
         self._obs = obs
+        self._generation = None
         return obs, reward, terminated, truncated, info
 
     def _mark(self, state: State) -> None:
@@ -568,7 +614,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     # -------------------------------------------------------------------------------- logs
 
     def _log(self, action: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any],
-             executions: list[Any], pub: Verification | None, hid: Verification | None) -> None:  # fmt: skip
+             executions: list[Any], pub: Verification | None, hid: Verification | None,
+             scored: Scored | None = None) -> None:  # fmt: skip
         if self.logger is None or not self.logger.wants(self._episode):
             return
         assert self._task is not None
@@ -593,6 +640,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             "public_cases": [c.model_dump() for c in pub.cases] if pub else [],
             "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
             "executions": [r.model_dump() for r in executions],
+            "ran_as": scored.ran_as if scored is not None else info["trace_id"],
+            "retried_executions": [r.model_dump() for v in (scored.retried if scored is not None else []) for r in v.executions],
             "execution_time_ms": self.last_timing["execution_time_ms"],
             "transitions": self.last_timing["transitions"],
             "config": self.config.model_dump(mode="json"),

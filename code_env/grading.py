@@ -22,6 +22,7 @@ from sandbox import Sandbox
 
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
+from .tracing import Transitions, retried, run_marks, trace_id
 
 _shared: dict[tuple[str, int], Sandbox] = {}
 _lock = threading.Lock()
@@ -172,11 +173,18 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
 
 class Scored(NamedTuple):
     """One candidate through ``score_rounds``: its grade and the verifications behind it
-    (``hidden`` None when the hidden tests did not run or do not count)."""
+    (``hidden`` None when the hidden tests did not run or do not count); ``ran_as``: the trace id
+    its public runs carry (the item's, with the retry counter of the try that counted);
+    ``retried``: the verifications of the tries the sandbox failed (their runs carry the earlier
+    retry counters); ``transitions``: its timed states, ``queued`` to ``judged`` (see
+    ``code_env.tracing``)."""
 
     grade: Grade
     public: Verification
     hidden: Verification | None
+    ran_as: str
+    retried: list[Verification]
+    transitions: Transitions
 
 
 HiddenTests = Literal["together", "after_public", "no"]
@@ -193,59 +201,85 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
 
     ``hidden``: ``"together"`` runs the hidden tests beside the public ones; ``"after_public"``
     only for programs that pass every public test (a multi-turn episode's step); ``"no"`` never.
-    A verification the sandbox failed is run once more (our failure, not the program's); the
-    tiers come from ``aggregate``; the LLM judge, when configured, then scales every positive
-    final reward (with ``"after_public"``, final means the hidden tests ran)."""
+    A verification the sandbox failed is run once more (our failure, not the program's), its runs
+    under the trace id's next retry counter (``code_env.tracing``); the tiers come from
+    ``aggregate``; the LLM judge, when configured, then scales every positive final reward (with
+    ``"after_public"``, final means the hidden tests ran). Each item's states are timed here,
+    around each round: the generator waits at its ``yield`` while the round runs."""
     n = len(items)
     public = [Job(t, code, "public", f"{tid}/public") for t, code, tid in items]
     secret = [Job(t, code, "hidden", f"{tid}/hidden") for t, code, tid in items]
     hid: list[Verification | None] = [None] * n
+    marks: list[Transitions] = [[] for _ in range(n)]
+    failed: list[list[Verification]] = [[] for _ in range(n)]
     if hidden == "together":
-        both = yield from _verified(public + secret)
-        pub, hid = both[:n], list(both[n:])
+        both, again = yield from _verified(public + secret, [*range(n), *range(n)], marks, failed)
+        pub, hid, public_again = both[:n], list(both[n:]), again[:n]
     else:
-        pub = yield from _verified(public)
+        pub, public_again = yield from _verified(public, list(range(n)), marks, failed)
         due = [k for k, v in enumerate(pub) if hidden == "after_public" and not v.sandbox_error and v.total and v.passed == v.total]
         if due:
-            for k, v in zip(due, (yield from _verified([secret[k] for k in due])), strict=True):
+            checked, _ = yield from _verified([secret[k] for k in due], due, marks, failed)
+            for k, v in zip(due, checked, strict=True):
                 hid[k] = v
     scored: list[Scored] = []
-    for (task, _, _), p, h in zip(items, pub, hid, strict=True):
+    for k, ((task, _, tid), p, h) in enumerate(zip(items, pub, hid, strict=True)):
         h = None if p.syntax_error or p.sandbox_error else h
         b = aggregate(p, h, config)
         g = Grade(problem_id=task.problem_id, reward=b.reward, breakdown=b, feedback=p.cases, run=RunSummary.of(p),
                   sandbox_error=p.sandbox_error or (h.sandbox_error if h else None))  # fmt: skip
-        scored.append(Scored(g, p, h))
+        scored.append(Scored(g, p, h, retried(tid, public_again[k]), failed[k], marks[k]))
     if config.judge is not None:
         final = [k for k in range(n) if hidden != "after_public" or hid[k] is not None]
-        _judge([(items[k][0], items[k][1], scored[k].grade) for k in final], config.judge)
+        asked = [k for k in final if (scored[k].grade.reward or 0.0) > 0]
+        t0 = time.time()
+        timed_out = _judge([(items[k][0], items[k][1], scored[k].grade) for k in final], config.judge)
+        t1 = time.time()
+        for k, late in zip(asked, timed_out, strict=True):
+            scored[k].transitions.extend([("judging", t0), *([("timed-out", t1)] if late else [])])
+    now = time.time()
+    for s in scored:
+        s.transitions.append(("judged", now))
     return scored
 
 
-def _verified(jobs: list[Job]) -> Generator[list[Job], list[Verification], list[Verification]]:
-    """One round of verification; the jobs the sandbox failed on (ours, not the program's) run once more."""
+def _verified(jobs: list[Job], owners: list[int], marks: list[Transitions],
+              failed: list[list[Verification]]) -> Generator[list[Job], list[Verification], tuple[list[Verification], list[int]]]:  # fmt: skip
+    """One round of verification; the jobs the sandbox failed on (ours, not the program's) run
+    once more, under their trace ids' next retry counter. ``owners[k]``: the item job k belongs
+    to, whose ``marks`` get the round's states and whose ``failed`` the failed tries. Returns the
+    verifications and, per job, how many more tries it took (0 or 1)."""
+    submitted = time.time()
     results = list((yield jobs))
+    _mark_round(submitted, results, owners, marks)
     again = [k for k, v in enumerate(results) if v.sandbox_error]
+    tries = [0] * len(jobs)
     if again:
-        for k, v in zip(again, (yield [jobs[k] for k in again]), strict=True):
-            results[k] = v
-    return results
+        retry = [jobs[k]._replace(trace_id=retried(t)) if (t := jobs[k].trace_id) else jobs[k] for k in again]
+        submitted = time.time()
+        second = list((yield retry))
+        _mark_round(submitted, second, [owners[k] for k in again], marks)
+        for k, v in zip(again, second, strict=True):
+            failed[owners[k]].append(results[k])
+            results[k], tries[k] = v, 1
+    return results, tries
 
 
-def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner,
-               marks: list[tuple[str, float]] | None = None) -> Any:  # fmt: skip
-    """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return
-    value. ``marks``: appended ``("running", t)`` and ``("executed", t)`` (``time.time()``) around
-    each round, the states of the trajectory log."""
+def _mark_round(submitted: float, results: list[Verification], owners: list[int], marks: list[Transitions]) -> None:
+    done = time.time()
+    runs: dict[int, list[Any]] = {}
+    for owner, v in zip(owners, results, strict=True):
+        runs.setdefault(owner, []).extend(v.executions)
+    for owner, rs in runs.items():
+        marks[owner].extend(run_marks(submitted, rs, done))
+
+
+def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner) -> Any:
+    """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return value."""
     try:
         jobs = next(rounds)
         while True:
-            if marks is not None:
-                marks.append(("running", time.time()))
-            results = verify_many(jobs, runner)
-            if marks is not None:
-                marks.append(("executed", time.time()))
-            jobs = rounds.send(results)
+            jobs = rounds.send(verify_many(jobs, runner))
     except StopIteration as stop:
         return stop.value
 
@@ -268,22 +302,28 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
 
 
 class Judged(NamedTuple):
-    """One pair of ``judge_many``: its grade, the verifications behind it, the trace id its runs
-    carry (``ran_as``: its own, or that of the identical pair of the batch that was judged for
-    it) and the states of the batch with their times (``("queued", t)``, then ``("running", t)``
-    and ``("executed", t)`` per round, ``("judged", t)``)."""
+    """One pair of ``judge_many``: its grade, the verifications behind it, the trace id its public
+    runs carry (``ran_as``: its own, with the retry counter of the try that counted, or that of
+    the identical pair of the batch that was judged for it), the verifications of the tries the
+    sandbox failed (``retried``) and its timed states (``queued``, ``running``, ``executed`` per
+    round, ``judged``: ``code_env.tracing``)."""
 
     grade: Grade
     public: Verification
     hidden: Verification | None
     ran_as: str
-    transitions: list[tuple[str, float]]
+    transitions: Transitions
+    retried: list[Verification]
 
 
 def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
-               hidden: bool = True, trace_ids: Sequence[str] | None = None) -> list[Judged]:  # fmt: skip
+               hidden: bool = True, trace_ids: Sequence[str] | None = None,
+               overflowed: Sequence[bool] | None = None) -> list[Judged]:  # fmt: skip
     """``grade_many`` with everything a trajectory record needs: per pair, the verifications
-    (raw ``ExecutionResult``s included), the trace id of its runs and the batch's timed states."""
+    (raw ``ExecutionResult``s included), the trace id of its runs and its timed states.
+    ``overflowed[i]``: pair i's reply stopped at the model's token or context limit; with
+    ``config.context_window_overflow`` set, such a pair is not run: its reward is that value
+    (tier ``context_window_overflow``), its verifications empty."""
     for i, pair in enumerate(items):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"items[{i}]: expected a (task, code) pair, got {type(pair).__name__}")
@@ -294,23 +334,40 @@ def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
             raise TypeError(f"code: expected str, got {type(code).__name__}")
     if trace_ids is not None and len(trace_ids) != len(items):
         raise ValueError(f"{len(items)} items but {len(trace_ids)} trace ids")
-    marks: list[tuple[str, float]] = [("queued", time.time())]
+    if overflowed is not None and len(overflowed) != len(items):
+        raise ValueError(f"{len(items)} items but {len(overflowed)} overflow flags")
+    cfg = config or RewardConfig()
+    tids = [trace_ids[i] if trace_ids else trace_id(items[i][0].problem_id, i) for i in range(len(items))]
+    cut = [bool(overflowed and overflowed[i]) and cfg.context_window_overflow is not None for i in range(len(items))]
     unique: dict[tuple[int, str], int] = {}
     first: list[int] = []
     for i, (task, code) in enumerate(items):
-        first.append(unique.setdefault((id(task), code), i))  # the tasks live through the call
-    todo = sorted(set(first))
-    tids = [trace_ids[i] if trace_ids else f"{items[i][0].problem_id}/{i}/0" for i in range(len(items))]
+        first.append(-1 if cut[i] else unique.setdefault((id(task), code), i))  # the tasks live through the call
+    todo = sorted({f for f in first if f >= 0})
     batch = [(items[i][0], items[i][1], tids[i]) for i in todo]
-    runner = resolve_executor(sandbox)
-    scored = run_rounds(score_rounds(batch, config or RewardConfig(), hidden="together" if hidden else "no"), runner, marks)
-    marks.append(("judged", time.time()))
+    scored = run_rounds(score_rounds(batch, cfg, hidden="together" if hidden else "no"), resolve_executor(sandbox)) if batch else []
     by_first = dict(zip(todo, scored, strict=True))
     out = []
     for i, f in enumerate(first):
-        g, pub, hid = by_first[f]
-        out.append(Judged(g if f == i else g.model_copy(deep=True), pub, hid, tids[f], marks))
+        if f < 0:
+            out.append(_overflowed(items[i][0], cfg, tids[i]))
+            continue
+        s = by_first[f]
+        out.append(Judged(s.grade if f == i else s.grade.model_copy(deep=True), s.public, s.hidden, s.ran_as,
+                          list(s.transitions), list(s.retried)))  # fmt: skip
     return out
+
+
+def overflow_breakdown(config: RewardConfig) -> RewardBreakdown:
+    """The breakdown of a reply that stopped at the model's limit, under ``context_window_overflow``."""
+    why = "the reply stopped at the model's token or context limit; it was not run (reward config context_window_overflow)"
+    return RewardBreakdown(tier="context_window_overflow", reward=config.context_window_overflow, explanation=why)
+
+
+def _overflowed(task: Task, config: RewardConfig, tid: str) -> Judged:
+    b = overflow_breakdown(config)
+    none = Verification(kind=task.kind)
+    return Judged(Grade(problem_id=task.problem_id, reward=b.reward, breakdown=b), none, None, tid, [], [])
 
 
 _judges: dict[JudgeConfig, LLMJudge] = {}
@@ -324,12 +381,13 @@ def judge_for(config: JudgeConfig) -> LLMJudge:
         return _judges[config]
 
 
-def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> None:
+def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> list[bool]:
     """Ask the judge about every program with a positive reward, concurrently (the calls wait on
-    the network, not the CPU), and fold its score into the reward and the breakdown."""
+    the network, not the CPU), and fold its score into the reward and the breakdown. Per program
+    asked: whether the judge timed out (its score is then neutral)."""
     todo = [(t, c, g) for t, c, g in graded if g.reward is not None and g.reward > 0]
     if not todo:
-        return
+        return []
     judge = judge_for(config)
     with ThreadPoolExecutor(max_workers=min(8, len(todo))) as pool:
         verdicts = list(pool.map(lambda item: judge.score(item[0].prompt, item[1]), todo))
@@ -339,3 +397,4 @@ def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> None:
         b.reward_before_judge, b.judge_score, b.judge_neutral = g.reward, verdict.score, verdict.neutral
         b.reward = g.reward = apply(g.reward, verdict, config.weight)
         b.explanation += f"; {verdict.reason} (weight {config.weight:g})"
+    return [v.timed_out for v in verdicts]

@@ -83,11 +83,16 @@ class JudgeConfig(BaseModel):
         return self
 
 
+_TIMED_OUT = "\0timed out"  # _call's answer when the endpoint did not answer in time (no body is NUL-led)
+
+
 class JudgeVerdict(BaseModel):
-    """What the judge said, and whether it was heard (``neutral`` when it was not)."""
+    """What the judge said, and whether it was heard (``neutral`` when it was not; ``timed_out``
+    when the endpoint did not answer within ``timeout_s``, after the retries)."""
 
     score: float
     neutral: bool = False
+    timed_out: bool = False
     reason: str = ""
     replayed: bool = False
     key: str = ""
@@ -171,8 +176,11 @@ class LLMJudge:
             if self.config.mode == "replay":
                 raise JudgeError(f"replay mode: no recorded reply for request {key[:16]} in {self.config.cache_path}")
             body = self._call(req)
+            if body is _TIMED_OUT:
+                verdict = self._neutral(f"the endpoint did not answer within {self.config.timeout_s:g} s (after retries)", key)
+                return verdict.model_copy(update={"timed_out": True})
             if body is None:
-                return self._neutral("the endpoint did not answer in time (after retries)", key)
+                return self._neutral("the endpoint was unreachable or failed (after retries)", key)
             if self.config.mode == "record":
                 self._record(key, req, body)
         return self._verdict(body, key, replayed)
@@ -194,7 +202,8 @@ class LLMJudge:
         return JudgeVerdict(score=NEUTRAL, neutral=True, reason=f"judge: {why}; neutral {NEUTRAL}", replayed=replayed, key=key)
 
     def _call(self, req: dict[str, Any]) -> str | None:
-        """The raw response body, or None when the endpoint timed out / was unreachable."""
+        """The raw response body; ``_TIMED_OUT`` when the endpoint timed out, None when it was
+        unreachable or failed (5xx, 429)."""
         import openai
 
         with self._lock:
@@ -204,7 +213,10 @@ class LLMJudge:
                                              timeout=self.config.timeout_s, max_retries=self.config.max_retries)  # fmt: skip
         try:
             raw = self._client.chat.completions.with_raw_response.create(**req)
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        except openai.APITimeoutError as exc:
+            log.warning("LLM judge: %s: %s", type(exc).__name__, exc)
+            return _TIMED_OUT
+        except openai.APIConnectionError as exc:
             log.warning("LLM judge: %s: %s", type(exc).__name__, exc)
             return None
         except openai.AuthenticationError as exc:

@@ -12,6 +12,7 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | every public test passes | ``all_public`` = 0.8 |
 | every public and hidden test passes | ``all_tests`` = 1.0 |
 | an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
+| the model stopped at its token or context limit | ``context_window_overflow`` = None: the reply is judged as it is; a number: that reward, unrun |
 | the program tampered with the verifier's result channel | the lowest of ``timeout``, ``oom``, ``no_attempt`` and 0 |
 | a failure of the sandbox itself | no reward (``None``): never scored as a wrong answer |
 
@@ -41,7 +42,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 Tier = Literal["syntax_error", "timeout", "oom", "no_attempt", "tampered", "partial", "all_public", "all_tests",
-               "budget_exhausted", "sandbox_error"]
+               "budget_exhausted", "context_window_overflow", "sandbox_error"]
 
 
 class RewardConfig(BaseModel):
@@ -57,6 +58,9 @@ class RewardConfig(BaseModel):
     all_public: float = 0.8
     all_tests: float = 1.0
     budget_exhausted: float = -0.1
+    context_window_overflow: float | None = Field(
+        None, description="a reply cut at the model's token or context limit: None judges it as it is; "
+                          "a number is its reward, without running it (the sample ends in context_window_overflow)")  # fmt: skip
     process_bonus: float = Field(0.05, ge=0, le=0.2, description="per verified revision in multi-turn episodes")
     process_bonus_cap: float = Field(0.1, ge=0, le=0.3)
     judge: JudgeConfig | None = Field(None, description="an optional LLM judge (weight <= 0.3)")

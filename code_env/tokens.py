@@ -30,6 +30,7 @@ from .env import (
 from .grading import Judged, judge_many
 from .records import grade_record
 from .reward import RewardConfig
+from .tracing import trace_id
 from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES
 
 #: The vocabulary: action ``i`` appends ``VOCAB[i]``; ``END`` (the last) finishes the program.
@@ -233,7 +234,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._episode = -1  # every episode of this instance
         self._sample = -1  # episodes since the last reset with a seed: the trace id's "sample"
         self._seed: int | None = None
-        self._generating = 0.0  # when the episode's first token was asked for
+        self._generating = self._generated = 0.0  # when the episode's first token was asked for, when its last came
         self._env_steps = 0  # actions taken by this instance since it was made
         self.rollout = rollout
         self.log_config = EnvConfig(tasks="synthetic:arith", reward=self.reward_config, backend=backend,
@@ -269,7 +270,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             self._seed, self._sample = seed, -1
         self._episode += 1
         self._sample += 1
-        self._generating = time.time()
+        self._generating = self._generated = time.time()
         ex = np.zeros((self.n_examples, EXAMPLE_FEATURES), np.float32)
         for k, case in enumerate(task.public_tests):
             (log_x, lin_x), (log_y, lin_y) = _encode(case.args[0] if case.args else None), _encode(case.expected)
@@ -299,9 +300,12 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             return self._observation(), 0.0, False, False, info
         self._done = True
         code = program(task.entry_point or "f", expr)
-        trace_id = f"{task.problem_id}/{self._sample}/0"
-        # the path of code_env.grade (score_rounds), with the verifications and timed states the log needs
-        (judged,) = judge_many([(task, code)], sandbox=self.executor, config=self.reward_config, trace_ids=[trace_id])
+        tid = trace_id(task.problem_id, self._sample)
+        self._generated = time.time()
+        # the path of code_env.grade (score_rounds), with the verifications and timed states the log
+        # needs; the length budget is the model's token limit: context_window_overflow
+        (judged,) = judge_many([(task, code)], sandbox=self.executor, config=self.reward_config, trace_ids=[tid],
+                               overflowed=[token != END])  # fmt: skip
         g = judged.grade
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
@@ -324,8 +328,9 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         if self.rollout is not None:  # the trainer's step after the update that trains on this episode
             n_steps, n_envs = self.rollout
             step = -(-self._env_steps // n_steps) * n_steps * n_envs
-        record = grade_record(task, code, judged, self.log_config, trace_id=f"{task.problem_id}/{self._sample}/0",
+        record = grade_record(task, code, judged, self.log_config, trace_id=trace_id(task.problem_id, self._sample),
                               n=self._episode, sample=self._sample, seed=self._seed, generating=self._generating,
+                              generated=self._generated,
                               completion=token_text(tokens), completion_truncated=last != END,
                               completion_tokens=len(tokens), trainer="ppo" if self.rollout is not None else None,
                               step=step, prompt=task_prompt(task), tokens=tokens, expression=info["expression"],

@@ -43,12 +43,18 @@ from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_c
 from .grading import Grade, Judged, default_sandbox, judge_many
 from .records import grade_record
 from .reward import RewardConfig
+from .tracing import trace_id
 from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
 if TYPE_CHECKING:
     import datasets
 
 PromptFormat = Literal["chat", "plain"]
+
+
+def _ids(completion_ids: Any, i: int) -> list[int] | None:
+    ids: Any = completion_ids[i] if completion_ids is not None else None
+    return ids.tolist() if hasattr(ids, "tolist") else ids
 
 
 def _text(completion: Any, what: str = "completion") -> str:
@@ -131,6 +137,7 @@ class TRLReward:
         self._trainer: Any = None  # attach(trainer)
         self._pending: list[dict[str, Any]] = []  # records waiting for their step's advantages
         self._generating: float | None = None
+        self._generated: float | None = None
         self.__name__ = "code_env_reward"  # TRL names the reward's metrics after it
 
     def _task(self, problem_id: Any) -> Task:
@@ -161,9 +168,12 @@ class TRLReward:
                            "code_env.trl_dataset(...) makes one")  # fmt: skip
         pairs = self.programs(prompts, completions, ids)
         first = self.completions_seen
-        trace_ids = [f"{task.problem_id}/{first + i}/0" for i, (task, _) in enumerate(pairs)]
+        trace_ids = [trace_id(task.problem_id, first + i) for i, (task, _) in enumerate(pairs)]
         sandbox = self.sandbox if self.sandbox is not None else default_sandbox()
-        judged = judge_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids)
+        self._generated = time.time()
+        cuts = self._cuts(completion_ids, len(pairs))
+        judged = judge_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids,
+                            overflowed=[bool(c) for c in cuts])  # fmt: skip
         grades = [j.grade for j in judged]
         self.last_grades = grades
         self.completions_seen += len(pairs)
@@ -171,7 +181,7 @@ class TRLReward:
             self._log(grades, kwargs.get("log_extra"), kwargs.get("log_metric"))
         if self.log_dir is not None:
             step = getattr(kwargs.get("trainer_state"), "global_step", None)
-            records = self._records(first, trace_ids, prompts, completions, completion_ids, pairs, judged)
+            records = self._records(first, trace_ids, prompts, completions, completion_ids, cuts, pairs, judged)
             if self._trainer is None:  # no trainer attached: no advantages to wait for
                 for rec in records:
                     rec["step"] = None if step is None else step + 1
@@ -180,21 +190,30 @@ class TRLReward:
                 self._pending.extend(records)
         return [g.reward for g in grades]
 
+    def _cuts(self, completion_ids: Any, n: int) -> list[bool | None]:
+        """Per completion: whether it stopped at ``max_completion_length`` (no end-of-sequence or
+        pad token last, TRL's own rule), None when that is unknown (no trainer attached, no ids)."""
+        tokenizer = getattr(self._trainer, "processing_class", None)
+        stop = set(getattr(self._trainer, "eos_token_ids", None) or []) | {getattr(tokenizer, "pad_token_id", None)}
+        out: list[bool | None] = []
+        for i in range(n):
+            ids = _ids(completion_ids, i)
+            out.append(None if ids is None or self._trainer is None else (not ids or ids[-1] not in stop))
+        return out
+
     def _records(self, first: int, trace_ids: list[str], prompts: Sequence[Any], completions: Sequence[Any],
-                 completion_ids: Any, pairs: list[tuple[Task, str]], judged: list[Judged]) -> list[dict[str, Any]]:  # fmt: skip
+                 completion_ids: Any, cuts: list[bool | None], pairs: list[tuple[Task, str]],
+                 judged: list[Judged]) -> list[dict[str, Any]]:  # fmt: skip
         """The trajectory records of one call (every completion's, whether logged or not: the
         advantages of the batch are matched by position)."""
         tokenizer = getattr(self._trainer, "processing_class", None)
-        stop = set(getattr(self._trainer, "eos_token_ids", None) or []) | {getattr(tokenizer, "pad_token_id", None)}
         out = []
         for i, ((task, program), j) in enumerate(zip(pairs, judged, strict=True)):
-            ids: Any = completion_ids[i] if completion_ids is not None else None
-            ids = ids.tolist() if hasattr(ids, "tolist") else ids
-            cut = None if ids is None or self._trainer is None else (not ids or ids[-1] not in stop)  # TRL's own rule
+            ids = _ids(completion_ids, i)
             out.append(grade_record(task, program, j, self.config, trace_id=trace_ids[i], n=first + i,
                                     prompt=self._expanded(prompts[i], tokenizer), completion=_text(completions[i]),
-                                    completion_truncated=cut, completion_tokens=None if ids is None else len(ids),
-                                    trainer="trl", generating=self._generating))  # fmt: skip
+                                    completion_truncated=cuts[i], completion_tokens=None if ids is None else len(ids),
+                                    trainer="trl", generating=self._generating, generated=self._generated))  # fmt: skip
         return out
 
     def _expanded(self, prompt: Any, tokenizer: Any) -> Any:

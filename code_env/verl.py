@@ -34,6 +34,7 @@ from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task
 from code_env.grading import Grade, Judged, judge_many, resolve_executor
 from code_env.records import grade_record
 from code_env.reward import RewardConfig
+from code_env.tracing import trace_id
 from code_env.trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 from registry import Task
 from registry.verify import Runner
@@ -120,7 +121,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     judged: list[Judged | None] = [None] * n
     for cfg, idx in groups.values():
         out = judge_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg,
-                         trace_ids=[f"{pairs[i][0].problem_id}/{first + i}/0" for i in idx])  # fmt: skip
+                         trace_ids=[trace_id(pairs[i][0].problem_id, first + i) for i in idx])  # fmt: skip
         for i, j in zip(idx, out, strict=True):
             judged[i] = j
             if log is not None and log.logger.wants(first + i):
@@ -128,7 +129,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
                 step = info.get("step", info.get("global_step"))
                 prompt = info.get("prompt")
                 log.logger.write(grade_record(
-                    pairs[i][0], pairs[i][1], j, cfg, trace_id=f"{pairs[i][0].problem_id}/{first + i}/0", n=first + i,
+                    pairs[i][0], pairs[i][1], j, cfg, trace_id=trace_id(pairs[i][0].problem_id, first + i), n=first + i,
                     prompt=prompt if isinstance(prompt, str) else None, completion=solution_strs[i], trainer="verl",
                     step=step if isinstance(step, int) and not isinstance(step, bool) else None))  # fmt: skip
     return [_score(j.grade, fallback, as_dict) for j in judged if j is not None]

@@ -43,6 +43,8 @@ def reward_table() -> str:
         "all_public": "every public test passes (hidden ones do not all pass)",
         "all_tests": "every public and hidden test passes",
         "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
+        "context_window_overflow": "the reply stopped at the model's token or context limit: `None` judges its program as "
+        "it is; a number is its reward, unrun (the sample ends in the state `context_window_overflow`)",
         "process_bonus": "per verified revision in a multi-turn episode",
         "process_bonus_cap": "cap of the process bonus per episode",
         "judge": "optional LLM judge (`JudgeConfig`, weight <= 0.3): scales a positive reward by `1 - w * (1 - s)`",

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from code_env.tracing import STATES, TraceId, check_transitions, trace_key
 from code_env.trajectory import clipped
-
-STATES = ("generating", "queued", "running", "executed", "judged")
 
 
 def assert_complete(rec: dict[str, Any], *, trainer: str | None, step: bool = True, advantage: bool = True,
@@ -40,8 +39,14 @@ def assert_complete(rec: dict[str, Any], *, trainer: str | None, step: bool = Tr
             assert any("/hidden" in r["trace_id"] for r in runs), f"{where}: no hidden run"
         assert all(isinstance(r["stdout"], str) or clipped(r["stdout"]) for r in runs), where
         states = [s for s, _ in rec["transitions"]]
-        start = ["generating", "queued"] if generation_timed else ["queued"]
+        overflow = ["context_window_overflow"] if rec["completion_truncated"] else []
+        start = ["generating", *overflow, "queued"] if generation_timed else ["queued"]
         assert states[: len(start)] == start and states[-1] == "judged", f"{where}: {states}"
         assert all(s in STATES for s in states), states
-        times = [t for _, t in rec["transitions"]]
-        assert times == sorted(times), f"{where}: the states' times go backwards"
+        assert not check_transitions(rec["transitions"]), f"{where}: {check_transitions(rec['transitions'])}"
+    # one key joins the record, its runs and its retried runs (code_env.tracing)
+    tid = TraceId.parse(rec["trace_id"])
+    assert tid is not None and str(tid) == rec["trace_id"] and tid.problem_id == rec["problem_id"], where
+    if not rec.get("cached") and rec["ran_as"] == rec["trace_id"]:
+        runs = [*rec["executions"], *rec.get("retried_executions", [])]
+        assert all(trace_key(r["trace_id"]) == tid.key for r in runs), f"{where}: a run of another key"

@@ -25,7 +25,7 @@ EVENS = next(t for t in TASKS if t.problem_id == "builtin/sum-of-evens")
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(code_env) if not n.startswith("_")} | {"__version__"}
     modules = {"adapters", "cli", "demo", "env", "grading", "judge", "logtools", "records", "reward", "spaces", "tokens",
-               "trajectory", "trl", "vector", "verl"}
+               "tracing", "trajectory", "trl", "vector", "verl"}
     assert set(code_env.__all__) == public - modules
 
 

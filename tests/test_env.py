@@ -177,7 +177,7 @@ def test_single_turn_rewards_and_info() -> None:
     assert obs["public_total"] == 3 and obs["turn"] == 1
     feedback = json.loads(obs["feedback"])
     assert {c["status"] for c in feedback} == {"passed", "failed"} and "expected" in feedback[0]
-    assert info["trace_id"] == "builtin/sum-of-evens/0/0"
+    assert info["trace_id"] == "builtin/sum-of-evens/0/0/0"
     assert [s for s, _ in env.last_timing["transitions"]] == ["generating", "queued", "running", "executed", "judged"]
     assert env.last_timing["execution_time_ms"] > 0
     with pytest.raises(ResetNeeded, match="the episode is over"):
@@ -198,7 +198,7 @@ def test_multi_turn_a_wrong_first_program_is_fixed_from_the_feedback() -> None:
     assert term and not trunc and obs["turn"] == 2
     assert info["reward_breakdown"]["tier"] == "all_tests"
     assert r1 + r2 == pytest.approx(1.0)  # a solved episode returns its tier: the bonus was an advance
-    assert info["trace_id"] == "builtin/fizzbuzz-line/0/1"
+    assert info["trace_id"] == "builtin/fizzbuzz-line/0/1/0"
 
 
 def test_process_bonus_is_capped_and_failing_on_purpose_never_pays() -> None:
@@ -494,11 +494,11 @@ def test_trajectory_log_one_line_per_step_with_everything(tmp_path: Path) -> Non
     env.close()
     (path,) = tmp_path.glob("*.jsonl")
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["trace_id"] for x in lines] == ["builtin/sum-of-evens/0/0", "builtin/sum-of-evens/0/1"]
+    assert [x["trace_id"] for x in lines] == ["builtin/sum-of-evens/0/0/0", "builtin/sum-of-evens/0/1/0"]
     first, last = lines
     assert first["seed"] == 5 and first["action"] == WRONG_EVENS and first["prompt"].startswith(EVENS.prompt)
     assert first["executions"] and first["public_cases"] and first["reward_breakdown"]["tier"] == "partial"
-    assert [s for s, _ in last["transitions"]] == ["generating", "queued", "running", "executed", "running", "executed", "judged"]
+    assert [s for s, _ in last["transitions"]] == ["generating", "queued", "running", "executed", "queued", "running", "executed", "judged"]
     assert last["reward"] + first["reward"] == pytest.approx(1.0) and last["terminated"]
     assert last["config"]["max_turns"] == 2 and last["hidden_cases"]
 

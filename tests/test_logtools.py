@@ -340,7 +340,7 @@ def test_the_log_directory_stays_under_its_cap_deleting_the_oldest_parts(tmp_pat
     sizes = []
     for i in range(40):
         play(env, "builtin/sum-of-evens", WRONG_SUM if i % 2 else REF["builtin/sum-of-evens"])
-        other.write({"trace_id": f"x/{i}/0", "action": "pass", "episode": i, "turn": 0, "reward": 0.0, "pad": "p" * 500})
+        other.write({"trace_id": f"x/{i}/0/0", "action": "pass", "episode": i, "turn": 0, "reward": 0.0, "pad": "p" * 500})
         sizes.append(sum(f.stat().st_size for f in tmp_path.glob("*.jsonl")))
     env.close()
     other.close()
@@ -349,8 +349,8 @@ def test_the_log_directory_stays_under_its_cap_deleting_the_oldest_parts(tmp_pat
     assert len(notes) == env.logger.deleted_parts + other.deleted_parts
     assert all(re.fullmatch(r"steps-\d+-\d+(\.\d+)?\.jsonl\t\d+ bytes\t\d+ records", n) for n in notes)
     kept = [r["trace_id"] for r in (json.loads(x) for f in sorted(tmp_path.glob("*.jsonl")) for x in f.read_text().splitlines())]
-    assert "x/39/0" in kept and "x/0/0" not in kept  # the newest kept, the oldest deleted, of both streams
-    assert "builtin/sum-of-evens/39/0" in kept and "builtin/sum-of-evens/0/0" not in kept
+    assert "x/39/0/0" in kept and "x/0/0/0" not in kept  # the newest kept, the oldest deleted, of both streams
+    assert "builtin/sum-of-evens/39/0/0" in kept and "builtin/sum-of-evens/0/0/0" not in kept
     assert f"rotated: the {len(notes)} oldest parts were deleted" in stats(tmp_path).table()
     env_logs = tmp_path / "env"
     env_logs.mkdir()

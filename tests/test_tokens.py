@@ -270,14 +270,14 @@ def test_trajectory_log_every_nth_episode_is_read_replayed_and_counted_by_the_lo
     records = list(read_log(log))
     assert [r["episode"] for r in records] == [0, 2, 4]  # every 2nd episode, counted from 0
     first, empty, sevens = records
-    assert first["trace_id"] == f"{SEVEN_X}/0/0" and first["seed"] == 4 and first["turn"] == 0
+    assert first["trace_id"] == f"{SEVEN_X}/0/0/0" and first["seed"] == 4 and first["turn"] == 0
     assert first["action"] == program("f", "7 * x") and first["reward"] == 1.0 and first["terminated"]
     assert first["tokens"] == [*tokenize("7 * x"), END] and not first["max_tokens_reached"]
     assert first["reward_breakdown"]["tier"] == "all_tests" and len(first["hidden_cases"]) == 8
     assert all(e["trace_id"].startswith(f"{SEVEN_X}/0/0/") for e in first["executions"])  # the runs' own ids
     assert (empty["action"], empty["reward"], empty["reward_breakdown"]["tier"]) == (program("f", ""), -1.0, "syntax_error")
     assert sevens["max_tokens_reached"] and sevens["budget"] is None and sevens["expression"] == "77777"
-    assert sevens["trace_id"] == f"{SEVEN_X}/4/0"  # sample: episodes since the seeded reset
+    assert sevens["trace_id"] == f"{SEVEN_X}/4/0/0"  # sample: episodes since the seeded reset
     # the record has the shape of a CodeExec-v0 step's (every key of it), so the log tools read it
     text_env = code_env.CodeExecEnv("synthetic:arith", task_params={"n": 5, "seed": 0, "difficulty": 1},
                                     executor=get_sandbox("process"), log_dir=str(tmp_path / "text"))  # fmt: skip

@@ -129,7 +129,7 @@ def test_completions_are_logged_as_replayable_trajectories(tmp_path: Path) -> No
     assert fn([chat] * 2, [done, [{"role": "assistant", "content": ""}]], problem_id=["tiny/double"] * 2) == [1.0, -0.5]
     fn.close()
     records = list(read_log(tmp_path / "traj"))
-    assert [r["trace_id"] for r in records] == ["tiny/add_one/0/0", "tiny/add_one/2/0", "tiny/double/4/0"]  # every 2nd
+    assert [r["trace_id"] for r in records] == ["tiny/add_one/0/0/0", "tiny/add_one/2/0/0", "tiny/double/4/0/0"]  # every 2nd
     first, last = records[0], records[-1]
     assert (first["step"], first["prompt"], first["completion"], first["action"]) == (4, prompt, "x + 1", prompt + "x + 1")
     assert (first["reward"], first["reward_breakdown"]["tier"], first["terminated"]) == (1.0, "all_tests", True)

@@ -151,7 +151,7 @@ def test_samples_are_logged_as_whole_replayable_records(tmp_path: Path) -> None:
         compute_score_batch(["builtin"] * 3, solutions, [EVENS.problem_id] * 3, infos, log_dir=str(tmp_path))
     assert compute_score("builtin", solutions[0], EVENS.problem_id, None, log_dir=str(tmp_path)) == 1.0
     records = list(read_log(tmp_path))
-    assert [r["trace_id"] for r in records] == [f"{EVENS.problem_id}/{n}/0" for n in range(7)]
+    assert [r["trace_id"] for r in records] == [f"{EVENS.problem_id}/{n}/0/0" for n in range(7)]
     for rec in records:
         assert_complete(rec, trainer="verl", step=False, advantage=False, truncation_known=False, generation_timed=False)
         assert rec["completion"] in solutions and rec["advantage"] is None and rec["completion_truncated"] is None

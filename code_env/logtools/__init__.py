@@ -5,7 +5,8 @@
 - ``_audit``: ``code-env audit``, ``audit`` samples the highest-return episodes with their code
   and the program's own output (``format_audit``);
 - ``_stats``: ``code-env stats``, ``stats`` sums up pass rates, rewards and timing, ``write_png``
-  draws them.
+  draws them;
+- ``_trace``: ``code-env trace``, ``trace`` finds every line about one sample in every log of a run.
 
 A malformed or unreadable log is a ``code_env.trajectory.LogFileError`` naming the file and line.
 """
@@ -14,6 +15,7 @@ from ._audit import AuditEntry, audit, format_audit, program_output
 from ._read import Episode, Step, episodes, outcome
 from ._replay import TIMING_BUDGETS, TOLERANCE, Difference, ReplayReport, replay
 from ._stats import Stats, percentile, stats, write_png
+from ._trace import TraceLine, format_trace, trace
 
 __all__ = [
     "TIMING_BUDGETS",
@@ -24,13 +26,16 @@ __all__ = [
     "ReplayReport",
     "Stats",
     "Step",
+    "TraceLine",
     "audit",
     "episodes",
     "format_audit",
+    "format_trace",
     "outcome",
     "percentile",
     "program_output",
     "replay",
     "stats",
+    "trace",
     "write_png",
 ]

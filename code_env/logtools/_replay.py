@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,6 +19,7 @@ from sandbox import SandboxError
 from .._errors import first_error
 from ..env import CodeExecEnv, EnvConfig, task_fingerprint
 from ..grading import shared_sandbox
+from ..tracing import GenerationEnd
 from ._read import Episode, Step, episodes, outcome
 
 TIMING_BUDGETS = frozenset({"episode_time", "turn_time"})  # budgets that depend on wall-clock time
@@ -113,6 +115,15 @@ def _env_builder(executor: Runner | None) -> tuple[Callable[[Step], CodeExecEnv]
     return env_for, envs
 
 
+def generation_end(rec: dict[str, Any]) -> GenerationEnd | None:
+    """How a logged step's generation ended, when not by itself: the state right after
+    ``generating`` in its transitions (``context_window_overflow`` or ``timed-out``)."""
+    marks = [t[0] for t in rec.get("transitions") or [] if isinstance(t, list) and t]
+    if len(marks) >= 2 and marks[0] == "generating" and marks[1] in ("context_window_overflow", "timed-out"):
+        return "context_window_overflow" if marks[1] == "context_window_overflow" else "timed-out"
+    return None
+
+
 def _replay_episode(ep: Episode, env: CodeExecEnv, report: ReplayReport) -> None:
     first = ep.first
     problem_id = first.rec.get("problem_id")
@@ -137,6 +148,9 @@ def _replay_episode(ep: Episode, env: CodeExecEnv, report: ReplayReport) -> None
                            "the replayed episode had already ended")  # fmt: skip
             (report.timing_differences if ended_by_timing else report.differences).append(d)
             continue
+        end = generation_end(step.rec)
+        if end is not None:  # the agent said how the generation ended: the env is told again
+            env.end_generation(end)
         _, reward, terminated, truncated, info = env.step(step.rec["action"])
         if info.get("sandbox_error"):
             report.replay_sandbox_errors.append(step.where)
