@@ -60,7 +60,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,6 +83,7 @@ from baselines.common import (
     text_plot,
 )
 from code_env.tokens import END, VOCAB, expression, program
+from code_env.tracing import trace_id
 from registry import Task
 
 NAME = "grpo"
@@ -121,6 +122,8 @@ class GRPOSettings(BaseModel):
     threads: int = Field(1, ge=1, le=256, description="torch intra-op threads (1: reproducible to the last digit)")
     model: str | None = Field(None, description="a local Hugging Face causal LM folder (--model): the LM policy")
     max_new_tokens: int = Field(96, ge=1, le=8192, description="LM policy: reply length budget")
+    generation_timeout_s: float | None = Field(None, gt=0, le=3600, description="LM policy: a batch's generation deadline "
+                                               "(transformers' max_time); a reply it cut ends its generation timed-out")  # fmt: skip
 
     @model_validator(mode="after")
     def _floor(self) -> GRPOSettings:
@@ -151,12 +154,14 @@ class Samples:
 @dataclass
 class Texts:
     """What a batch's policy read and wrote, as text, one entry per sample: the prompt, the whole
-    reply, whether the length budget cut it, its length in tokens (its end token included)."""
+    reply, whether the length budget cut it, its length in tokens (its end token included), and
+    whether the generation's deadline (``generation_timeout_s``) cut it."""
 
     prompts: list[str]
     replies: list[str]
     cut: list[bool]
     lengths: list[int]
+    timed_out: list[bool] = field(default_factory=list)
 
 
 class Policy(Protocol):
@@ -398,7 +403,7 @@ class LMPolicy:
     format its tokenizer wants, replies of at most ``max_new_tokens``, the program taken from the
     reply by ``code_env.program_of``. Dropout is off (the learner must be deterministic)."""
 
-    def __init__(self, path: str, max_new_tokens: int) -> None:
+    def __init__(self, path: str, max_new_tokens: int, generation_timeout_s: float | None = None) -> None:
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ModuleNotFoundError as exc:
@@ -415,6 +420,7 @@ class LMPolicy:
         self.module.eval()
         self.format = prompt_format(self.tokenizer)
         self.max_new_tokens = max_new_tokens
+        self.generation_timeout_s = generation_timeout_s
 
     def _prompt(self, task: Task) -> str:
         from code_env.trl import trl_rows
@@ -434,19 +440,24 @@ class LMPolicy:
         if generator is not None:  # generate() draws from torch's global generator: seed it from ours
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
         lm: Any = self.module
+        t0 = time.monotonic()
         out = lm.generate(**enc, do_sample=not greedy, temperature=temperature if not greedy else None,
-                      top_k=0, top_p=1.0, max_new_tokens=self.max_new_tokens,
+                      top_k=0, top_p=1.0, max_new_tokens=self.max_new_tokens, max_time=self.generation_timeout_s,
                       pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
+        late = self.generation_timeout_s is not None and time.monotonic() - t0 >= self.generation_timeout_s
         tokens = out[:, enc["input_ids"].shape[1] :]
         eos = self.tokenizer.eos_token_id
         is_end = (tokens == eos).long() if eos is not None else torch.zeros_like(tokens)
         mask = ((torch.cumsum(is_end, 1) - is_end) == 0).float()
         replies = [str(self.tokenizer.decode(row[m.bool()], skip_special_tokens=True)) for row, m in zip(tokens, mask, strict=True)]
         programs = [program_of(t, r, p if self.format == "plain" else None) for t, r, p in zip(tasks, replies, prompts, strict=True)]
-        cut = [eos is None or not bool((row == eos).any()) for row in tokens]
+        ended = [eos is not None and bool((row == eos).any()) for row in tokens]
+        full = tokens.shape[1] >= self.max_new_tokens  # max_time stops the batch short of the budget
+        cut = [not e and full for e in ended]  # the token budget ended it
+        timed_out = [not e and late and not full for e in ended]  # the deadline ended it
         lengths = [int(m.sum()) for m in mask]
         samples = Samples(list(tasks), programs, tokens, mask, torch.zeros(tokens.shape), enc, temperature,
-                          Texts(prompts, replies, cut, lengths))  # fmt: skip
+                          Texts(prompts, replies, cut, lengths, timed_out))  # fmt: skip
         samples.old_logp = self.logprobs(samples)[0].detach() * mask
         return samples
 
@@ -464,7 +475,7 @@ class LMPolicy:
 def make_policy(cfg: RunConfig) -> Policy:
     algo: GRPOSettings = cfg.algo  # type: ignore[assignment]
     if algo.model is not None:
-        return LMPolicy(algo.model, algo.max_new_tokens)
+        return LMPolicy(algo.model, algo.max_new_tokens, algo.generation_timeout_s)
     return GRUPolicy(algo.hidden, algo.n_examples, cfg.env.max_tokens, algo.grammar_mask, algo.pointer)
 
 
@@ -487,6 +498,8 @@ class Verdict:
     reply: str | None
     cut: bool | None
     length: int | None
+    generated: float | None = None
+    timed_out: bool = False
 
 
 @dataclass
@@ -534,21 +547,30 @@ class Judge:
         return results, unique
 
     def verdicts(self, tasks: Sequence[Task], programs: Sequence[str], texts: Texts | None = None,
-                 generating: float | None = None) -> tuple[list[tuple[float, str] | None], int, list[Verdict | None]]:  # fmt: skip
-        """``__call__``'s answer without writing: also each sample's ``Verdict`` for the log."""
+                 generating: float | None = None,
+                 generated: float | None = None) -> tuple[list[tuple[float, str] | None], int, list[Verdict | None]]:  # fmt: skip
+        """``__call__``'s answer without writing: also each sample's ``Verdict`` for the log. With
+        the reward's ``context_window_overflow`` set, a reply the length budget cut is not run:
+        its reward is that value (and no cache is asked)."""
         from code_env.grading import RunSummary, judge_many
 
-        keys = [(t.problem_id, p) for t, p in zip(tasks, programs, strict=True)]
+        keys: list[tuple[str, str]] = [(t.problem_id, p) for t, p in zip(tasks, programs, strict=True)]
         n0 = self.samples
         self.samples += len(keys)
-        ids = [f"{t.problem_id}/{n0 + i}/0" for i, t in enumerate(tasks)]
+        ids = [trace_id(t.problem_id, n0 + i) for i, t in enumerate(tasks)]
         known = self.cache if self.cache is not None else {}
-        todo: dict[tuple[str, str], int] = {}  # pair -> its first sample in the batch
-        for i, k in enumerate(keys):
-            if k not in known:
-                todo.setdefault(k, i)
         results: dict[tuple[str, str], tuple[float, str] | None] = {}
         judged: dict[tuple[str, str], Any] = {}
+        if texts is not None and self.reward.context_window_overflow is not None:
+            over = [i for i, c in enumerate(texts.cut) if c]
+            for i, j in zip(over, judge_many([(tasks[i], programs[i]) for i in over], config=self.reward,
+                                             trace_ids=[ids[i] for i in over], overflowed=[True] * len(over)), strict=True):  # fmt: skip
+                keys[i] = (f"\0overflow/{i}", programs[i])  # its own key: never the cache's
+                results[keys[i]], judged[keys[i]] = (float(j.grade.reward or 0.0), j.grade.breakdown.tier), j
+        todo: dict[tuple[str, str], int] = {}  # pair -> its first sample in the batch
+        for i, k in enumerate(keys):
+            if k not in known and k not in results:
+                todo.setdefault(k, i)
         if todo:
             pairs = [(tasks[i], programs[i]) for i in todo.values()]
             out = judge_many(pairs, sandbox=self.executor, config=self.reward, trace_ids=[ids[i] for i in todo.values()])
@@ -570,7 +592,9 @@ class Judge:
             hit = k not in judged
             j, ran_as = self._graded[k] if hit else (judged[k], judged[k].ran_as)
             prompt, reply, cut, length = (None if xs is None else xs[i] for xs in columns)
-            verdicts.append(Verdict(tasks[i], programs[i], ids[i], n0 + i, j, ran_as, hit, generating, prompt, reply, cut, length))
+            late = bool(texts and texts.timed_out and texts.timed_out[i])
+            verdicts.append(Verdict(tasks[i], programs[i], ids[i], n0 + i, j, ran_as, hit, generating, prompt, reply, cut,
+                                    length, generated, late))  # fmt: skip
         return [results[k] if k in results else known[k] for k in keys], len(todo), verdicts
 
     def write(self, verdicts: Sequence[Verdict | None], step: int | None, adv: torch.Tensor | None = None,
@@ -588,7 +612,8 @@ class Judge:
             self.logger.write(grade_record(
                 v.task, v.program, v.judged, self.reward, trace_id=v.trace_id, n=v.n, prompt=v.prompt,
                 completion=v.reply, completion_truncated=v.cut, completion_tokens=v.length, trainer="grpo", step=step,
-                advantage=a, generating=v.generating, cached=v.cached, ran_as=v.ran_as))  # fmt: skip
+                advantage=a, generating=v.generating, generated=v.generated, cached=v.cached, ran_as=v.ran_as,
+                generation_end="timed-out" if v.timed_out else None))  # fmt: skip
 
     def close(self) -> None:
         if self.logger is not None:
@@ -612,7 +637,7 @@ def rollout(policy: Policy, judge: Judge, pool: Sequence[Task], algo: GRPOSettin
     generating = time.time()
     samples = policy.sample(tasks, temperature_at(algo, step), generator)
     t0 = time.monotonic()
-    judged, unique, verdicts = judge.verdicts(tasks, samples.programs, samples.texts, generating)
+    judged, unique, verdicts = judge.verdicts(tasks, samples.programs, samples.texts, generating, time.time())
     judge_s = time.monotonic() - t0
     rewards = [None if j is None else j[0] for j in judged]
     passed = [j is not None and j[1] == "all_tests" for j in judged]

@@ -35,7 +35,9 @@ every sample has exactly one verdict:
 
 * ``ok``: the reply's program is judged;
 * ``truncated`` (``finish_reason == "length"``): a failed attempt, its program (the code so far,
-  an unclosed fence runs to the end) is judged as it is;
+  an unclosed fence runs to the end) is judged as it is (the step's states show
+  ``context_window_overflow`` after ``generating``; with the reward's ``context_window_overflow``
+  set it is not run and earns that value);
 * ``empty`` (no ``choices``, or no text) and ``malformed`` (not JSON, no ``choices`` list, no
   message): a failed attempt; the env judges the empty program (tier ``no_attempt``);
 * ``api_error``: the endpoint timed out, was unreachable, or answered 5xx/429 (after the client's
@@ -105,6 +107,7 @@ from baselines.common import (
     validate_section,
 )
 from code_env.reward import RewardConfig
+from code_env.tracing import GenerationEnd
 
 NAME = "llm_agent"
 RECORD_NAME = "llm_record.jsonl"
@@ -263,6 +266,12 @@ class Reply(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str | None = None
+    timed_out: bool = Field(False, description="the request ran past timeout_s (after the retries)")
+
+    @property
+    def generation_end(self) -> GenerationEnd:
+        """How the generation ended, as ``CodeExec-v0``'s ``end_generation`` takes it."""
+        return "context_window_overflow" if self.status == "truncated" else "timed-out" if self.timed_out else "stop"
 
 
 def parse_reply(body: str) -> Reply:
@@ -311,9 +320,10 @@ class Transport(abc.ABC):
     endpoint: Endpoint
 
     @abc.abstractmethod
-    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any]) -> Reply:
+    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any], trace_id: str | None = None) -> Reply:
         """The reply to one request of sample ``sample``'s conversation at ``turn``; raises
-        ``EndpointError`` (and ``ReplayError``) only for what must stop the whole run."""
+        ``EndpointError`` (and ``ReplayError``) only for what must stop the whole run.
+        ``trace_id``: the env step's (``code_env.tracing``), written on the record's line."""
 
     def close(self) -> None:  # noqa: B027 - nothing to release unless a transport holds something
         """Release what the transport holds (the HTTP client)."""
@@ -349,7 +359,7 @@ class LiveTransport(Transport):
         key = self.endpoint.api_key
         return text.replace(key, "[api key]") if key and key != NO_KEY else text
 
-    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any]) -> Reply:
+    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any], trace_id: str | None = None) -> Reply:
         openai = self.openai
         started = time.monotonic()
         body: str | None = None
@@ -370,7 +380,7 @@ class LiveTransport(Transport):
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:  # after the retries
             error = {"kind": "api_error", "type": type(exc).__name__, "status_code": None,
                      "message": self._redact(f"{type(exc).__name__}: {exc}")[:500]}  # fmt: skip
-        entry = {"type": "call", "key": request_key(problem_id, sample, request), "problem_id": problem_id,
+        entry = {"type": "call", "key": request_key(problem_id, sample, request), "trace_id": trace_id, "problem_id": problem_id,
                  "sample": sample, "turn": turn, "request": request, "body": body, "error": error,
                  "latency_s": round(time.monotonic() - started, 3)}  # fmt: skip
         line = json.dumps(entry, ensure_ascii=False) + "\n"
@@ -390,7 +400,8 @@ def _reply_of(entry: Mapping[str, Any]) -> Reply:
     if entry.get("body") is not None:
         return parse_reply(str(entry["body"]))
     error = entry.get("error") or {}
-    return Reply(status="api_error", error=str(error.get("message") or error.get("type") or "no reply"))
+    return Reply(status="api_error", error=str(error.get("message") or error.get("type") or "no reply"),
+                 timed_out=error.get("type") == "APITimeoutError")  # fmt: skip
 
 
 class ReplayTransport(Transport):
@@ -402,7 +413,7 @@ class ReplayTransport(Transport):
         self.endpoint = Endpoint(base_url=str(endpoint.get("base_url")), model=str(endpoint.get("model")),
                                  key_source=str(endpoint.get("key_source")))  # fmt: skip
 
-    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any]) -> Reply:
+    def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any], trace_id: str | None = None) -> Reply:
         key = request_key(problem_id, sample, request)
         entry = self.calls.get(key)
         if entry is None:
@@ -494,7 +505,7 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
     ends it."""
     from code_env import extract_code
 
-    obs, _ = env.reset(seed=settings.seed + sample, options={"problem_id": task.problem_id})
+    obs, _ = env.reset(seed=settings.seed + sample, options={"problem_id": task.problem_id, "sample": sample})
     messages: list[dict[str, str]] = [{"role": "system", "content": settings.system_prompt},
                                       {"role": "user", "content": first_message(task, obs["prompt"])}]  # fmt: skip
     replies: list[ReplyStatus] = []
@@ -508,7 +519,8 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
         if settings.send_seed:
             request["seed"] = settings.seed + sample
         turn = len(replies) + 1
-        reply = transport.call(task.problem_id, sample, turn, request)
+        reply = transport.call(task.problem_id, sample, turn, request, trace_id=env.unwrapped.trace_id)
+        env.unwrapped.end_generation(reply.generation_end)  # the agent owns the generating state
         replies.append(reply.status)
         if reply.prompt_tokens is not None or reply.completion_tokens is not None:
             with_usage += 1
