@@ -273,8 +273,9 @@ class Evaluation(BaseModel):
 
 def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None = None, config: RewardConfig | None = None,
              timing: bool = False) -> list[Evaluation]:  # fmt: skip
-    """Judge N tasks x K candidate programs in one call: every run goes to the executor in one
-    batch (public and hidden tests together) and identical (task, program) pairs are judged once.
+    """Judge N tasks x K candidate programs in one call: every public run goes to the executor in
+    one batch, then every hidden run in another (``registry.phases``), and identical (task,
+    program) pairs are judged once.
     Results come back in order, each as a single-turn ``CodeExec-v0`` step would judge it."""
     grades = grade_many(items, sandbox=executor, config=config)
     return [

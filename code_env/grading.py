@@ -199,7 +199,8 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     receives their verifications (``verify_many``), so that a vector env can merge the rounds of
     all its sub-envs into one batch; the return value is one ``Scored`` per item.
 
-    ``hidden``: ``"together"`` runs the hidden tests beside the public ones; ``"after_public"``
+    ``hidden``: ``"together"`` runs the hidden tests in the same round as the public ones (after
+    them: ``verify_many`` runs a round's public jobs, then its hidden ones); ``"after_public"``
     only for programs that pass every public test (a multi-turn episode's step); ``"no"`` never.
     A verification the sandbox failed is run once more (our failure, not the program's), its runs
     under the trace id's next retry counter (``code_env.tracing``); the tiers come from

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from sandbox import ExecutionResult, Limits, RunRequest
 
 from .comparators import stdout_equal, values_equal
+from .phases import phase
 from .schema import Task, TestCase
 
 CaseStatus = Literal["passed", "failed", "error", "timeout", "missing", "skipped"]
@@ -257,10 +258,25 @@ def verify(task: Task, code: str, sandbox: Runner, *, which: Literal["public", "
 
 
 def verify_many(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
-    """Verify many (task, program, test group) jobs at once: every program run of every job goes to
-    the runner in one ``run_many`` (so they run concurrently); runs stopped by their budget after
-    some answers are resumed, all together, in the next ``run_many``; then every checker run.
-    Results come back in job order."""
+    """Verify many (task, program, test group) jobs at once, results in job order: first every
+    public job, then every hidden one (``registry.phases``: a hidden run never runs at the same
+    time as a run whose output an agent sees, in this process, on any runner). Within a phase
+    every program run of every job goes to the runner in one ``run_many`` (so they run
+    concurrently); runs stopped by their budget after some answers are resumed, all together, in
+    the next ``run_many``; then every checker run."""
+    out: list[Verification | None] = [None] * len(jobs)
+    for which in ("public", "hidden"):
+        idx = [k for k, job in enumerate(jobs) if job.which == which]
+        if idx:
+            with phase(which):
+                for k, v in zip(idx, _verify_phase([jobs[k] for k in idx], runner), strict=True):
+                    out[k] = v
+    assert all(v is not None for v in out), "a job that is neither public nor hidden"
+    return [v for v in out if v is not None]
+
+
+def _verify_phase(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
+    """``verify_many`` of jobs of one kind (all public or all hidden)."""
     plans = [_plan(job) for job in jobs]
     while True:
         todo = [(plan, plan.take()) for plan in plans]

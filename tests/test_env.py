@@ -364,7 +364,7 @@ def test_a_humaneval_prompt_appears_once() -> None:
 # ------------------------------------------------------------------------------ vector envs
 
 
-def test_make_vec_batches_every_sub_env_into_one_run_many() -> None:
+def test_make_vec_batches_every_sub_env_into_one_run_many_per_phase() -> None:
     runner = CountingRunner()
     envs = gym.make_vec("CodeExec-v0", num_envs=8, executor=runner, autoreset_mode="next_step")
     assert type(envs).__name__ == "CodeExecVectorEnv"
@@ -375,10 +375,13 @@ def test_make_vec_batches_every_sub_env_into_one_run_many() -> None:
     runner.batches.clear()
     obs, rewards, term, _, info = envs.step(tuple(t.reference_solution for t in tasks))
     assert rewards.tolist() == [1.0] * 8 and term.all()
-    # one batch for the 8 programs, public and hidden tests together (then one for special checkers)
-    runs = sum(2 if t.kind == "function" else 2 + len(t.public_tests) + len(t.hidden_tests) for t in tasks)
-    checkers = any(c.checker for t in tasks for c in t.public_tests + t.hidden_tests)
-    assert runner.batches[0] == runs and len(runner.batches) == 1 + checkers
+    # one batch for the 8 programs' public tests (then one for special checkers), then the same for the hidden ones
+    public = sum(1 if t.kind == "function" else 1 + len(t.public_tests) for t in tasks)
+    hidden = sum(1 if t.kind == "function" else 1 + len(t.hidden_tests) for t in tasks)
+    public_checkers = any(c.checker for t in tasks for c in t.public_tests)
+    hidden_checkers = any(c.checker for t in tasks for c in t.hidden_tests)
+    assert runner.batches[0] == public and runner.batches[1 + public_checkers] == hidden
+    assert len(runner.batches) == 2 + public_checkers + hidden_checkers
     assert obs["public_total"].tolist() == [len(t.public_tests) for t in tasks]
     # next-step autoreset: the finished sub-envs reset on this step, with reward 0
     obs, rewards, term, _trunc, info = envs.step(("pass",) * 8)
@@ -472,7 +475,7 @@ def test_evaluate_k_candidates_in_one_batch_identical_ones_judged_once() -> None
     env = CodeExecEnv(executor=runner)
     results = env.evaluate(candidates, problem_id="builtin/sum-of-evens")
     assert [r.reward for r in results] == [1.0, results[1].reward, 1.0, -1.0]
-    assert runner.batches == [2 * 3]  # 3 distinct programs x (public + hidden), one batch
+    assert runner.batches == [3, 3]  # 3 distinct programs: their public runs, then their hidden runs
     for r in results:
         assert env.observation_space.contains(r.observation)
     assert results[1].observation["public_passed"] == 1

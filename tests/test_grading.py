@@ -211,9 +211,8 @@ def test_grade_many_batches_everything_and_judges_identical_candidates_once() ->
              (t2, t2.reference_solution), (t2, "print(1)\n"), (t2, t2.reference_solution)]  # fmt: skip
     runner = CountingRunner()
     grades = grade_many(items, sandbox=runner)
-    # one batch of program runs (public and hidden together), no checker batch; duplicates not re-run
-    n_stdio = 1 + len(t2.public_tests) + 1 + len(t2.hidden_tests)
-    assert runner.batches == [2 * 2 + 2 * n_stdio]
+    # one batch of public runs, then one of hidden runs (registry.phases), no checker batch; duplicates not re-run
+    assert runner.batches == [2 + 2 * (1 + len(t2.public_tests)), 2 + 2 * (1 + len(t2.hidden_tests))]
     assert [g.reward for g in grades] == [grade(t, c, sandbox=get_sandbox("process")).reward for t, c in items]
     assert grades[0] == grades[2] and grades[0] is not grades[2]
     assert [g.reward for g in grades] == [1.0, grades[1].reward, 1.0, 1.0, grades[4].reward, 1.0]
@@ -288,11 +287,11 @@ class FlakyRunner:
 
 def test_a_sandbox_failure_is_run_once_more_by_the_one_path() -> None:
     task = BY_ID["builtin/sum-of-evens"]
-    once = FlakyRunner(1)
-    assert grade(task, task.reference_solution, sandbox=once).reward == 1.0 and once.batches == 2
-    twice = FlakyRunner(2)
+    once = FlakyRunner(1)  # the public phase fails, the hidden one does not: the public runs are asked again
+    assert grade(task, task.reference_solution, sandbox=once).reward == 1.0 and once.batches == 3
+    twice = FlakyRunner(3)  # public, hidden, and the public phase again
     res = grade(task, task.reference_solution, sandbox=twice)
-    assert res.reward is None and res.sandbox_error == "worker lost" and twice.batches == 2
+    assert res.reward is None and res.sandbox_error == "worker lost" and twice.batches == 4
     env = CodeExecEnv(tasks=[task], executor=FlakyRunner(1))
     env.reset(seed=0)
     assert env.step(task.reference_solution)[1] == 1.0

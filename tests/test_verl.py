@@ -65,12 +65,13 @@ def test_batch_reward_manager_call_gives_what_the_per_sample_form_gives() -> Non
         compute_score_batch(["builtin"], solutions[:2], ids[:2], [None, None])
 
 
-def test_the_batch_is_one_sandbox_batch() -> None:
+def test_the_batch_is_one_sandbox_batch_per_phase() -> None:
     from .conftest import CountingRunner
 
     runner = CountingRunner()
     compute_score_batch(["builtin"] * 8, [EVENS.reference_solution, WRONG] * 4, [EVENS.problem_id] * 8, sandbox=runner)
-    assert len(runner.batches) == 1  # 8 samples, 2 distinct programs, public and hidden runs: one run_many
+    # 8 samples, 2 distinct programs: one run_many of their public runs, then one of their hidden runs
+    assert runner.batches == [2, 2]
 
 
 def test_reward_configuration_from_reward_kwargs_or_extra_info(tmp_path: Path) -> None:
