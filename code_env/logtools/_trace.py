@@ -34,6 +34,7 @@ def trace(where: str | Path, key: str) -> list[TraceLine]:
     if not root.exists():
         raise LogFileError(str(root), 0, "no such file or directory")
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
+    needles = {want, json.dumps(want)[1:-1]}  # as is, and as an ASCII-escaped JSON line spells it (café: caf\\u00e9)
     out: list[TraceLine] = []
     for f in files:
         try:
@@ -41,7 +42,7 @@ def trace(where: str | Path, key: str) -> list[TraceLine]:
         except OSError as exc:
             raise LogFileError(str(f), 0, f"cannot read: {exc.strerror or exc}") from None
         for n, text in enumerate(lines, 1):
-            if want not in text:  # cheap filter before parsing
+            if not any(needle in text for needle in needles):  # cheap filter before parsing
                 continue
             try:
                 rec = json.loads(text)
