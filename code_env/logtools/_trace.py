@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._visible import visible
 from ..tracing import TraceId, trace_key
 from ..trajectory import LogFileError
 
@@ -74,7 +75,9 @@ def _lines(file: str, n: int, rec: dict[str, Any], want: str) -> list[TraceLine]
 
 
 def format_trace(lines: list[TraceLine]) -> str:
+    """The lines for a person: one per ``TraceLine``, each on one line through ``visible``."""
     if not lines:
         return "no line carries that key"
-    width = max(len(x.trace_id) for x in lines)
-    return "\n".join(f"{x.trace_id:<{width}}  {x.file}:{x.line}  {x.what}" for x in lines)
+    ids = [visible(x.trace_id, keep_newlines=False) for x in lines]
+    width = max(len(t) for t in ids)
+    return "\n".join(visible(f"{t:<{width}}  {x.file}:{x.line}  {x.what}", keep_newlines=False) for t, x in zip(ids, lines, strict=True))
