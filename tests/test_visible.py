@@ -216,3 +216,14 @@ def test_tasks_list_and_show_of_a_task_set_that_hides(tmp_path: Path, capsys: py
     assert_nothing_hidden(out)
     assert '"problem_id": "hide/\\u202eeman\\u200b"' in out and "Return\\u001b[1A\\u001b[2K the name.\\u0007" in out
     assert "\"hidden_tests\": \"1 (not shown)\"" in out
+
+
+def test_replay_summary_keeps_each_difference_on_its_line() -> None:
+    """A logged trace id (a task's id) with a newline and an ESC cannot forge or erase a line."""
+    from code_env.logtools import Difference, ReplayReport
+
+    report = ReplayReport(episodes=1, steps=1)
+    report.differences.append(Difference(f"hide/a\nDIFF none{ESC}[2K{RLO}/0/0/0", "log.jsonl:1", 1.0, 0.8, "all_tests", "all_public"))
+    text = report.summary()
+    assert_nothing_hidden(text)
+    assert len(text.splitlines()) == 2 and "DIFF hide/a\\nDIFF none\\x1b[2K\\u202e/0/0/0 (log.jsonl:1)" in text
