@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from baselines import determinism
 from code_env._errors import first_error
+from code_env._visible import visible
 from code_env.reward import RewardConfig
 
 try:
@@ -494,8 +495,10 @@ def text_plot(series: Mapping[str, Sequence[float]], *, width: int = 60, height:
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain text table, columns padded, a rule under the header."""
-    cells = [[str(c) for c in header], *[[_fmt(c) for c in r] for r in rows]]
+    """A plain text table, columns padded, a rule under the header; each cell on one line with
+    every control and invisible character escaped (a cell may hold a program: ``visible``)."""
+    cells = [[visible(str(c), keep_newlines=False) for c in header],
+             *[[visible(_fmt(c), keep_newlines=False) for c in r] for r in rows]]  # fmt: skip
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))

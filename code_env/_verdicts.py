@@ -1,9 +1,12 @@
 """An ``ExecutionResult`` in words, for the ``code-env`` command and the sandbox demo: a one-word
-``verdict`` and a one-screen ``summary``."""
+``verdict`` and a one-screen ``summary`` (the program's text in it through ``visible``: nothing
+it writes acts on the terminal)."""
 
 from __future__ import annotations
 
 from sandbox import ExecutionResult
+
+from ._visible import visible
 
 SHOWN_CHARS = 4000  # of each stream, in a summary
 
@@ -26,17 +29,18 @@ def verdict(res: ExecutionResult) -> str:
 
 def summary(res: ExecutionResult) -> str:
     """A readable one-screen account of a result: verdict, status, timings, then each stream."""
-    lines = [f"trace_id: {res.trace_id}   backend: {res.backend}   verdict: {verdict(res)}"]
+    lines = [f"trace_id: {visible(str(res.trace_id), keep_newlines=False)}   backend: {res.backend}   verdict: {verdict(res)}"]
     lines.append(
         f"exit_code: {res.exit_code}   signal: {res.signal_name}   wall: {res.execution_time_ms:.1f} ms   "
         f"cpu: {res.cpu_time_ms:.1f} ms   peak memory: {res.peak_memory_mb} MB"
     )
     if res.reruns:
-        lines.append(f"re-run: {res.rerun_reason}")
+        lines.append(f"re-run: {visible(str(res.rerun_reason), keep_newlines=False)}")
     if res.sandbox_error:
-        lines.append(f"sandbox error: {res.sandbox_error}")
+        lines.append(f"sandbox error: {visible(res.sandbox_error)}")
     for name, text, cut in (("stdout", res.stdout, res.stdout_truncated), ("stderr", res.stderr, res.stderr_truncated)):
         if text or cut:
             lines.append(f"--- {name}{' (truncated)' if cut else ''} ---")
-            lines.append(text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}\n[... shown {SHOWN_CHARS} chars ...]")
+            shown = text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}\n[... shown {SHOWN_CHARS} chars ...]"
+            lines.append(visible(shown))
     return "\n".join(lines)

@@ -16,6 +16,10 @@ Exit status: 0 when the sandbox did its job (whatever the program did), 1 when t
 failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
 ``replay``: 0 when every re-judged reward matches the log, 1 when some differ. ``tasks validate``:
 1 when a task is rejected. LOG is a trajectory log file or a directory of them.
+
+What a person reads (every output but ``--json``, and the error lines) shows control, bidi,
+zero-width and other invisible characters escaped (``code_env._visible``): a program cannot
+move the cursor, erase lines or reorder text on the terminal of whoever reads its results.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from sandbox import BACKENDS, Limits, RunRequest, Sandbox, SandboxError, Unknown
 
 from ._errors import first_error
 from ._verdicts import summary
+from ._visible import visible
 from .trajectory import LogFileError
 
 _ALIASES = {"timeout_s": ["--timeout"]}
@@ -219,16 +224,17 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
         for name in [ns.set] if ns.set else registry.list():
             tasks = _load_set(name)
             shown = [t for t in tasks if pattern in t.problem_id.lower() and (ns.difficulty is None or t.difficulty in ns.difficulty)]
-            print(f"{name}: {len(shown)} tasks" + (f" (of {len(tasks)})" if len(shown) != len(tasks) else ""))
+            print(visible(f"{name}: {len(shown)} tasks", keep_newlines=False)
+                  + (f" (of {len(tasks)})" if len(shown) != len(tasks) else ""))  # fmt: skip
             for t in shown:
-                print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
+                print(f"  {visible(t.problem_id, keep_newlines=False):45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
         return 0
     if ns.tasks_command == "show":
         # the id names its set (builtin/..., HumanEval/..., synthetic:...); a bare name is looked up among the builtin tasks
         task = registry.get(_load_set(ns.set), ns.problem_id) if ns.set else registry.resolve(ns.problem_id, _load_set("builtin"))
         data = task.model_dump(mode="json", exclude={"hidden_tests"})
         data["hidden_tests"] = f"{len(task.hidden_tests)} (not shown)"
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(visible(json.dumps(data, indent=2, ensure_ascii=False)))  # (JSON escapes C0 itself; visible, the rest)
         return 0
     from registry.validate import validate
 
@@ -237,9 +243,9 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
         reports = validate(tasks, sb, progress=True)
     bad = [r for r in reports if not r.ok]
     for r in bad:
-        print(f"REJECTED {r.problem_id}:")
+        print(f"REJECTED {visible(r.problem_id, keep_newlines=False)}:")
         for p in r.problems:
-            print(f"  - {p}")
+            print(f"  - {visible(p)}")
     print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted")
     return 1 if bad else 0
 
@@ -349,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(prog: str, message: str) -> int:
-    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr)
+    print(f"{prog}: error: {visible(_one_line(message), keep_newlines=False)}", file=sys.stderr)
     return 2
 
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 import registry
 from registry import Task
 
+from ._visible import visible
 from .grading import shared_sandbox
 from .vector import CodeExecVectorEnv
 
@@ -170,6 +171,7 @@ def run_demo(*, n_tasks: int = 8, log_dir: str | Path | None = None, as_json: bo
         rows.append((policy.name, policy.expect, f"{sum(returns) / len(returns):+.3f}", f"{min(returns):+.2f}",
                      f"{max(returns):+.2f}", ", ".join(f"{k} {v}" for k, v in tiers.most_common()),
                      f"{example['problem_id']}: {example['explanation'][:60]}"))  # fmt: skip
+    rows = [tuple(visible(c, keep_newlines=False) for c in row) for row in rows]  # a task's id, an explanation
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for i, row in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -177,7 +179,7 @@ def run_demo(*, n_tasks: int = 8, log_dir: str | Path | None = None, as_json: bo
             print("  ".join("-" * w for w in widths))
     print(f"\n{len(results)} episodes in {elapsed:.1f} s: {len(results) / elapsed:.1f} episodes/s "
           f"(the failures spend their time limits on purpose)")  # fmt: skip
-    print(where)
+    print(visible(where))
     return 0
 
 

@@ -32,6 +32,7 @@ from registry.verify import CaseResult, Job, Runner, Verification
 
 from ._errors import first_error
 from ._textimage import GREEN, RED, text_image
+from ._visible import visible
 from .grading import (
     RunSummary,
     Scored,
@@ -231,9 +232,11 @@ def _short(text: str, n: int) -> str:
 
 
 def _one_line(text: str | None, n: int = 60) -> str:
-    """A value of a test case on one line: as is, or quoted with escapes when it spans lines."""
+    """A value of a test case on one line: as is, or quoted when it spans lines; either way with
+    every control and invisible character escaped (``visible``)."""
     text = "" if text is None else text
-    return _short(text if text.isprintable() else repr(text), n)
+    shown = visible(text, keep_newlines=False)
+    return _short(f"'{shown}'" if "\n" in text else shown, n)
 
 
 def failing_tests(cases: Sequence[CaseResult]) -> list[str]:
@@ -248,11 +251,11 @@ def failing_tests(cases: Sequence[CaseResult]) -> list[str]:
         if c.status == "failed" and c.error is None:
             lines.append(f"{head} -> expected {_one_line(c.expected)}, got {_one_line(c.got)}")
         else:
-            error = (c.error or "").strip().splitlines()
+            error = visible(c.error or "").strip().splitlines()
             lines.append(f"{head} -> {_short(error[0], 120) if error else c.status}")
         if c.traceback and not traceback_shown:
             traceback_shown = True
-            lines += ["    " + _short(t, 150) for t in c.traceback.rstrip("\n").splitlines()[-RENDER_TRACEBACK_LINES:]]
+            lines += ["    " + _short(t, 150) for t in visible(c.traceback.rstrip("\n")).splitlines()[-RENDER_TRACEBACK_LINES:]]
     if len(failing) > RENDER_FAILURES:
         lines.append(f"... and {len(failing) - RENDER_FAILURES} more failing tests")
     return lines
@@ -670,20 +673,23 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         return text_image(lines, [GREEN if passed else RED] if int(o["turn"]) > 0 else None)
 
     def render_lines(self) -> list[str]:
-        """The lines ``render`` shows (for any ``render_mode``)."""
+        """The lines ``render`` shows (for any ``render_mode``): what the program wrote, the
+        task's text too, with every control, bidi, zero-width and other invisible character
+        escaped (``code_env._visible``), so that none acts on a terminal or hides in an image."""
         if self._obs is None or self._task is None:
             return []
         o = self._obs
         if int(o["turn"]) == 0:
-            prompt = o["prompt"].splitlines()
+            prompt = visible(o["prompt"]).splitlines()  # (visible leaves \n the only line break)
             more = [f"... ({len(prompt) - RENDER_PROMPT_LINES} more lines)"] if len(prompt) > RENDER_PROMPT_LINES else []
-            return [f"{self._task.problem_id}, turn 0: no program yet", *prompt[:RENDER_PROMPT_LINES], *more]
+            return [f"{visible(self._task.problem_id, keep_newlines=False)}, turn 0: no program yet",
+                    *prompt[:RENDER_PROMPT_LINES], *more]  # fmt: skip
         flags = "".join(f" {name}" for name, key in (("SYNTAX ERROR", "syntax_error"), ("TIMEOUT", "timeout"),
                                                     ("OOM", "oom")) if o[key])  # fmt: skip
-        lines = [f"{self._task.problem_id}, turn {int(o['turn'])}: {int(o['public_passed'])}/{int(o['public_total'])} "
+        lines = [f"{visible(self._task.problem_id, keep_newlines=False)}, turn {int(o['turn'])}: {int(o['public_passed'])}/{int(o['public_total'])} "
                  f"public tests passed, exit {int(o['exit_code'])}{flags}"]  # fmt: skip
         lines += failing_tests(self._cases)
-        stderr = o["stderr"].rstrip("\n").splitlines()
+        stderr = visible(o["stderr"].rstrip("\n")).splitlines()
         if stderr:
             cut = len(stderr) > RENDER_STDERR_LINES
             lines.append(f"stderr{f' (last {RENDER_STDERR_LINES} of {len(stderr)} lines)' if cut else ''}:")

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from sandbox import BackendUnavailableError, ExecutionResult, Limits, Sandbox
 
 from ._verdicts import verdict
+from ._visible import visible
 
 DEMO_LIMITS = Limits(timeout_s=2.0, memory_mb=256)
 
@@ -88,13 +89,14 @@ def run_demo(backends: list[str], *, as_json: bool = False) -> int:
         table.append((backend, name, verdict(res), str(res.exit_code), str(res.signal_name or "-"),
                       f"{res.execution_time_ms:.0f}", f"{res.cpu_time_ms:.0f}",
                       f"{res.peak_memory_mb:.0f}" if res.peak_memory_mb is not None else "-", expect))  # fmt: skip
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for i, r in enumerate(table):
+    shown = [[visible(c, keep_newlines=False) for c in r] for r in table]
+    widths = [max(len(r[i]) for r in shown) for i in range(len(header))]
+    for i, r in enumerate(shown):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()
     for n in notes:
-        print(n)
+        print(visible(n))  # (an exception's text)
     print(f"{len(rows)} runs in {time.monotonic() - started:.1f}s")
     return 0

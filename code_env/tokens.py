@@ -20,6 +20,7 @@ from registry import Task
 from registry.verify import Runner
 
 from ._textimage import GREEN, RED, text_image
+from ._visible import visible
 from .env import (
     EnvConfig,
     check_render_mode,
@@ -361,11 +362,11 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         ``None``: nothing."""
         if self.render_mode is None or self._task is None:
             return None
-        line = f"{self._task.problem_id}: f(x) = {expression(self._tokens)}{' <end>' if self._done else ''}"
+        line = f"{visible(self._task.problem_id, keep_newlines=False)}: f(x) = {expression(self._tokens)}{' <end>' if self._done else ''}"
         if self.render_mode == "ansi":
             return line + "\n"
         examples = [f"  f({c.args[0] if c.args else '?'}) = {c.expected}" for c in self._task.public_tests]
-        lines = [f"{self._task.problem_id}", line.split(": ", 1)[1], "examples:", *examples,
+        lines = [visible(self._task.problem_id, keep_newlines=False), line.split(": ", 1)[1], "examples:", *examples,
                  f"tokens: {len(self._tokens)} of {self.max_tokens}"]  # fmt: skip
         color = None if self._last_reward is None else GREEN if self._last_reward >= 1.0 else RED
         return text_image(lines, [None, color], columns=40, rows=10)

@@ -169,3 +169,7 @@ def test_plots_and_tables(tmp_path: Path) -> None:
     assert lines[4][6] in "*o" and "o" in lines[2]  # both start at 0; the reference reaches 0.5
     table = format_table(["policy", "pass"], [["random", 0.0], ["trained", 0.5]])
     assert table.splitlines()[1].startswith("------") and "trained  0.500" in table
+    # a cell may hold a model's program: it stays on its row and cannot act on the terminal
+    table = format_table(["policy", "most frequent programs"], [["trained", "x\x1b[1A\x1b[2K\u202e\ny x3"]])
+    assert len(table.splitlines()) == 3 and "x\\x1b[1A\\x1b[2K\\u202e\\ny x3" in table
+    assert "\x1b" not in table and "\u202e" not in table

@@ -1,14 +1,18 @@
 """``code-env audit``: a seeded random sample of the highest-return episodes with their code, the
-program's own output and the public tests, for a human to check that the reward was earned."""
+program's own output and the public tests, for a human to check that the reward was earned.
+
+Everything an entry shows passes through ``visible``: an ESC sequence in a comment cannot erase
+the lines above it (a hard-coded table), a bidi override cannot reorder the code, a zero-width
+character cannot hide; each shows as its escape (``\\x1b``, ``\\u202e``, ``\\u200b``)."""
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._visible import visible
 from ..trajectory import text_of
 from ._read import episodes, numbered, outcome
 
@@ -26,30 +30,30 @@ class AuditEntry:
         rec = self.record
         b = rec.get("reward_breakdown")
         b = b if isinstance(b, dict) else {}
-        head = f"{rec['trace_id']}  return {self.ret:g}"
+        head = f"{_line(rec['trace_id'])}  return {self.ret:g}"
         if self.steps > 1:
             head += f" over {self.steps} turns (last step {rec['reward']:g})"
-        lines = [head, f"  {outcome(rec)}: {b.get('explanation', '')}  [{self.where}]"]
+        lines = [head, _line(f"  {outcome(rec)}: {b.get('explanation', '')}  [{self.where}]")]
         trained = [f"{k} {rec[k]:.4g}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
                    for k in ("trainer", "step", "advantage", "completion_tokens", "completion_truncated", "ran_as")
                    if rec.get(k) is not None and not (k == "ran_as" and rec[k] == rec["trace_id"])]  # fmt: skip
         if trained:
-            lines.append("  " + ", ".join(trained) + (" (answered from a cache)" if rec.get("cached") else ""))
+            lines.append(_line("  " + ", ".join(trained) + (" (answered from a cache)" if rec.get("cached") else "")))
         if "completion" in rec and isinstance(rec.get("prompt"), str) and rec["prompt"]:  # a trainer's record
-            lines += ["--- prompt ---", _cut(rec["prompt"], limit).rstrip("\n")]
+            lines += ["--- prompt ---", visible(_cut(rec["prompt"], limit).rstrip("\n"))]
         if isinstance(rec.get("completion"), str) and rec["completion"] != rec["action"]:
-            lines += ["--- completion (the model's reply) ---", _cut(rec["completion"], limit).rstrip("\n")]
-        lines += ["--- code ---", rec["action"].rstrip("\n")]
+            lines += ["--- completion (the model's reply) ---", visible(_cut(rec["completion"], limit).rstrip("\n"))]
+        lines += ["--- code ---", visible(rec["action"].rstrip("\n"))]
         for title, text, truncated in program_output(rec):
             cut = len(text) > limit
             notes = ", ".join(n for n, on in (("truncated by the sandbox", truncated), ("cut", cut)) if on)
             lines.append(f"--- {title}{f' ({notes})' if notes else ''} ---")
-            lines.append(_cut(text, limit).rstrip("\n"))
+            lines.append(visible(_cut(text, limit).rstrip("\n")))
         cases = [c for c in rec.get("public_cases") or [] if isinstance(c, dict)]
         passed = sum(c.get("status") == "passed" for c in cases)
         lines.append(f"--- public tests: {passed}/{len(cases)} passed ---")
         for c in cases:
-            row = f"  [{c.get('index')}] {c.get('status')}  input {_inline(c.get('input'), 120)}"
+            row = f"  [{_line(c.get('index'))}] {_line(c.get('status'))}  input {_inline(c.get('input'), 120)}"
             if c.get("status") == "passed":
                 row += f"  got {_inline(c.get('got'), 120)}"
             else:
@@ -108,11 +112,17 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"…[{len(text) - limit} more chars]"
 
 
+def _line(value: Any) -> str:
+    """A field of the log on one line, nothing hidden (a line break shows as ``\\n``)."""
+    return visible(str(value), keep_newlines=False)
+
+
 def _inline(value: Any, limit: int) -> str:
-    """A value on one line of a table: text that spans lines (a stdio test's input or output) is
-    shown quoted, with its line breaks as ``\\n``."""
+    """A value on one line of a table, nothing hidden: text that spans lines (a stdio test's
+    input or output) is shown quoted, with its line breaks as ``\\n``."""
     text = text_of(value)
-    return _cut(json.dumps(text, ensure_ascii=False) if "\n" in text or "\r" in text else text, limit)
+    shown = visible(text, keep_newlines=False)
+    return _cut(f'"{shown}"' if "\n" in text or "\r" in text else shown, limit)
 
 
 def audit(log: str | Path, top: int = 20, seed: int = 0) -> list[AuditEntry]:

@@ -17,6 +17,7 @@ from registry.verify import Runner
 from sandbox import SandboxError
 
 from .._errors import first_error
+from .._visible import visible
 from ..env import CodeExecEnv, EnvConfig, task_fingerprint
 from ..grading import shared_sandbox
 from ..tracing import GenerationEnd
@@ -42,7 +43,8 @@ class Difference:
     def __str__(self) -> str:
         new = "-" if self.new_reward is None else f"{self.new_reward:g} ({self.new_tier})"
         note = f"  [{self.note}]" if self.note else ""
-        return f"{self.trace_id} ({self.where}): logged {self.logged_reward:g} ({self.logged_tier}), replayed {new}{note}"
+        text = f"{self.trace_id} ({self.where}): logged {self.logged_reward:g} ({self.logged_tier}), replayed {new}{note}"
+        return visible(text, keep_newlines=False)  # one line: a trace id from the log cannot forge another
 
 
 @dataclass
@@ -79,7 +81,7 @@ class ReplayReport:
             lines.append(f"warning: the task changed since logging in {self.tasks_changed} episodes")
         lines += [f"DIFF {d}" for d in self.differences]
         lines += [f"timing {d}" for d in self.timing_differences]
-        return "\n".join(lines)
+        return "\n".join(visible(line, keep_newlines=False) for line in lines)
 
 
 def _env_builder(executor: Runner | None) -> tuple[Callable[[Step], CodeExecEnv], dict[str, CodeExecEnv]]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._visible import visible
 from ..trajectory import deleted_parts
 from ._read import episodes, outcome, streams
 
@@ -71,7 +72,7 @@ class Stats:
         lines.append(f"mean return {sum(self.returns) / len(self.returns):.4g}, mean turns {sum(self.turns) / len(self.turns):.3g}")
         lines.append("outcomes (the last step of each episode):")
         for tier, n in self.outcomes.most_common():
-            lines.append(f"  {tier:18} {n:6}  {n / self.episodes:6.1%}")
+            lines.append(f"  {visible(tier, keep_newlines=False):18} {n:6}  {n / self.episodes:6.1%}")
         lines.append("returns:")
         for label, n in _histogram(self.returns):
             lines.append(f"  {label:>17} {n:6}  {'#' * max(1, round(40 * n / len(self.returns))) if n else ''}")
@@ -82,7 +83,7 @@ class Stats:
         tasks = sorted(self.per_task.items(), key=lambda kv: (kv[1][0] / kv[1][1], kv[0]))
         lines.append(f"per task (solved/episodes{f', the {max_tasks} lowest' if len(tasks) > max_tasks else ''}):")
         for pid, (solved, n) in tasks[:max_tasks]:
-            lines.append(f"  {pid:45} {solved:4}/{n:<4} {solved / n:6.1%}")
+            lines.append(f"  {visible(pid, keep_newlines=False):45} {solved:4}/{n:<4} {solved / n:6.1%}")
         if len(tasks) > max_tasks:
             lines.append(f"  ... {len(tasks) - max_tasks} more")
         return "\n".join(lines)
@@ -142,7 +143,9 @@ def stats(log: str | Path) -> Stats:
 
 def write_png(st: Stats, path: str | Path) -> None:
     """A reward histogram and a timing histogram. A bare ``Figure`` renders with the Agg canvas
-    and needs no display; unlike ``matplotlib.use("Agg")`` it leaves pyplot's backend alone."""
+    and needs no display; unlike ``matplotlib.use("Agg")`` it leaves pyplot's backend alone.
+    Its titles and labels are counts and fixed words: no text of the log (ids, tiers, programs)
+    is drawn, so none needs ``visible`` (``table`` escapes those it prints)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 4.2), layout="constrained")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._visible import visible
 from ..tracing import TraceId, trace_key
 from ..trajectory import LogFileError
 
@@ -34,6 +35,7 @@ def trace(where: str | Path, key: str) -> list[TraceLine]:
     if not root.exists():
         raise LogFileError(str(root), 0, "no such file or directory")
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
+    needles = {want, json.dumps(want)[1:-1]}  # as is, and as an ASCII-escaped JSON line spells it (café: caf\\u00e9)
     out: list[TraceLine] = []
     for f in files:
         try:
@@ -41,7 +43,7 @@ def trace(where: str | Path, key: str) -> list[TraceLine]:
         except OSError as exc:
             raise LogFileError(str(f), 0, f"cannot read: {exc.strerror or exc}") from None
         for n, text in enumerate(lines, 1):
-            if want not in text:  # cheap filter before parsing
+            if not any(needle in text for needle in needles):  # cheap filter before parsing
                 continue
             try:
                 rec = json.loads(text)
@@ -73,7 +75,9 @@ def _lines(file: str, n: int, rec: dict[str, Any], want: str) -> list[TraceLine]
 
 
 def format_trace(lines: list[TraceLine]) -> str:
+    """The lines for a person: one per ``TraceLine``, each on one line through ``visible``."""
     if not lines:
         return "no line carries that key"
-    width = max(len(x.trace_id) for x in lines)
-    return "\n".join(f"{x.trace_id:<{width}}  {x.file}:{x.line}  {x.what}" for x in lines)
+    ids = [visible(x.trace_id, keep_newlines=False) for x in lines]
+    width = max(len(t) for t in ids)
+    return "\n".join(visible(f"{t:<{width}}  {x.file}:{x.line}  {x.what}", keep_newlines=False) for t, x in zip(ids, lines, strict=True))
