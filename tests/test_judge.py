@@ -17,7 +17,7 @@ import pytest
 
 import registry
 from code_env import RewardConfig, grade_many
-from code_env.judge import JudgeConfig, JudgeError, LLMJudge, parse_score
+from code_env.judge import JudgeConfig, JudgeError, LLMJudge, judged_view, parse_score
 
 from .conftest import get_sandbox
 
@@ -145,6 +145,59 @@ def test_recorded_calls_replay_offline_bit_for_bit(server: Server, tmp_path: Pat
     assert (tmp_path / "judge.jsonl").read_text() == recording  # replay writes nothing
     with pytest.raises(JudgeError, match="replay mode: no recorded reply"):
         LLMJudge(replay_cfg).score("another task", "print(2)")
+
+
+def _table_program() -> str:
+    """A decoy, 8,000 characters of comments, then the real answer: a table of the tests' answers."""
+    cases = EVENS.public_tests + EVENS.hidden_tests
+    table = "TABLE = {" + ", ".join(f"{str(c.args)!r}: {c.expected!r}" for c in cases) + "}\n"
+    decoy = "def sum_of_evens(nums):\n    return sum(n for n in nums if n % 2 == 0)\n\n"
+    padding = "".join(f"# note {i:04d}: the function above is the whole solution.\n" for i in range(160))
+    return decoy + padding + table + "\ndef sum_of_evens(nums):  # the one that runs\n    return TABLE[str([nums])]\n"
+
+
+def test_the_judge_reads_the_code_that_runs_past_any_padding_of_comments(server: Server, tmp_path: Path) -> None:
+    program = _table_program()
+    assert len(program) > 8000 and program.index("TABLE = {") > 8000
+    (g,) = grade_many([(EVENS, program)], sandbox=get_sandbox("process"), config=RewardConfig(judge=config(server, "low", tmp_path)))
+    assert g.breakdown.reward_before_judge == 1.0  # the table passes every test
+    (req,) = server.requests
+    shown = req["messages"][1]["content"]
+    assert "TABLE = {" in shown and "return TABLE[str([nums])]" in shown  # the judge saw the table
+    assert "# note" not in shown and "[truncated]" not in shown
+    assert g.breakdown.judge_score == 0.2 and g.reward == pytest.approx(1.0 * (1 - 0.3 * 0.8))
+
+
+def test_code_past_the_judges_window_is_unjudged_and_never_gets_the_full_score(server: Server, tmp_path: Path) -> None:
+    cases = EVENS.public_tests + EVENS.hidden_tests
+    filler = "".join(f"UNUSED_{i:04d} = {i}\n" for i in range(700))  # code that runs: it counts
+    program = filler + "TABLE = {" + ", ".join(f"{str(c.args)!r}: {c.expected!r}" for c in cases) + "}\n" \
+        "def sum_of_evens(nums):\n    return TABLE[str([nums])]\n"
+    assert len(judged_view(program)) > 8000
+    (g,) = grade_many([(EVENS, program)], sandbox=get_sandbox("process"), config=RewardConfig(judge=config(server, "good", tmp_path)))
+    assert server.requests == []  # not sent: nothing past the window can be read, so nothing is approved
+    assert g.breakdown.reward_before_judge == 1.0 and g.breakdown.judge_score == 0.0
+    assert g.reward == pytest.approx(1.0 * (1 - 0.3)) and g.reward < 1.0
+    assert "the code exceeds the judge's window" in g.breakdown.explanation and "unjudged" in g.breakdown.explanation
+
+
+@pytest.mark.parametrize(
+    ("code", "view"),
+    [
+        ("def f(x):  # why\n    # a note\n    return x   \n", "def f(x):\n    return x\n"),
+        ('def f():\n    """Kept: f.__doc__ is data."""\n    "dropped"\n    return 1\n',
+         'def f():\n    """Kept: f.__doc__ is data."""\n    return 1\n'),
+        ('if x:\n    "only a string"\n', "if x:\n    pass\n"),
+        ('s = """a  \n\n\n# not a comment\n"""  # a comment\n', 's = """a  \n\n\n# not a comment\n"""\n'),
+        ("a = 1\n\n\n\n\nb = 2\n", "a = 1\n\nb = 2\n"),
+        ("y = 1; 'x'; z = 2  # cut\n", "y = 1\nz = 2"),  # the text edit would not parse: the tree is unparsed
+        ("def f(:\n  # broken\n", "def f(:\n  # broken\n"),  # never judged: shown as it is
+    ],
+    ids=["comments", "docstring-kept-bare-string-dropped", "empty-body-gets-pass", "string-literal-text-kept",
+         "blank-runs", "unparse-fallback", "does-not-parse"],
+)
+def test_judged_view(code: str, view: str) -> None:
+    assert judged_view(code) == view
 
 
 def test_judge_config_is_validated() -> None:
