@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,12 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 import registry
 from code_env import RewardConfig, grade_many
 from code_env.judge import JudgeConfig, JudgeError, LLMJudge, judged_view, parse_score
 
+from ._openai_server import KEY as LOOPBACK_KEY
+from ._openai_server import OpenAIServer, Reply
 from .conftest import get_sandbox
 
 KEY = "sk-test-judge-0123456789"
@@ -118,16 +122,115 @@ def test_a_refused_key_is_a_configuration_error(server: Server, tmp_path: Path, 
     assert not (tmp_path / "judge.jsonl").exists()  # a refused call is not recorded
 
 
-def test_a_reply_slower_than_the_timeout_gives_the_neutral_score(
+def test_a_reply_slower_than_the_timeout_is_a_judge_error_not_a_score(
     server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     judge = LLMJudge(config(server, "slow", tmp_path, timeout_s=0.5, max_retries=1))
     with caplog.at_level(logging.WARNING, logger="code_env.judge"):
         verdict = judge.score("a task", "print(1)")
-    assert verdict.neutral and verdict.score == 0.5
+    assert verdict.score is None and not verdict.neutral and verdict.timed_out
+    assert verdict.error == "the endpoint did not answer within 0.5 s (after 1 retry)"
     assert len(server.requests) == 2  # the first try and one retry
-    assert verdict.timed_out and any("did not answer within 0.5 s" in r.getMessage() for r in caplog.records)
+    assert any("did not answer within 0.5 s" in r.getMessage() and "judge_error" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "judge.jsonl").exists()  # nothing recorded for a call that got no reply
+
+
+# ----------------------------------------------------- outages: judge_error, never a neutral guess
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed on exit: nothing listens there
+
+
+def _outage(kind: str, server: OpenAIServer, tmp_path: Path) -> JudgeConfig:
+    url = f"http://127.0.0.1:{_closed_port()}/v1" if kind == "refused" else server.url
+    return JudgeConfig(base_url=url, model=kind, api_key="${LOOPBACK_KEY}", weight=0.3, timeout_s=0.5, max_retries=1,
+                       cache_path=str(tmp_path / "judge.jsonl"))  # fmt: skip
+
+
+def _script(body: dict[str, Any], attempt: int) -> Reply:
+    return {"timeout": Reply(content="SCORE: 1", delay_s=3.0), "http500": Reply(status=500), "http429": Reply(status=429),
+            "http404": Reply(status=404), "not-json": Reply(raw="<html>bad gateway</html>"),
+            "good": Reply(content="SCORE: 0.9")}[body["model"]]  # fmt: skip
+
+
+@pytest.fixture
+def loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
+    monkeypatch.setenv("LOOPBACK_KEY", LOOPBACK_KEY)
+    with OpenAIServer(_script) as srv:
+        yield srv
+
+
+OUTAGES = [("timeout", "did not answer within 0.5 s (after 1 retry)"),
+           ("http500", "answered HTTP 500, a server error (after 1 retry)"),
+           ("http429", "answered HTTP 429, rate limited (after 1 retry)"),
+           ("refused", "could not connect to http://127.0.0.1:"),
+           ("not-json", "with no chat completion")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "message"), OUTAGES, ids=[k for k, _ in OUTAGES])
+def test_an_outage_of_the_judge_is_a_judge_error_through_grade_many(
+    kind: str, message: str, loopback: OpenAIServer, tmp_path: Path
+) -> None:
+    wrong = "def sum_of_evens(nums):\n    return -1\n"
+    right, zero = grade_many([(EVENS, EVENS.reference_solution), (EVENS, wrong)], sandbox=get_sandbox("process"),
+                             config=RewardConfig(judge=_outage(kind, loopback, tmp_path)))  # fmt: skip
+    assert right.reward is None and right.breakdown.reward is None and right.breakdown.tier == "judge_error"
+    assert right.judge_error is not None and message in right.judge_error and right.sandbox_error is None
+    assert right.breakdown.reward_before_judge == 1.0 and right.breakdown.judge_score is None
+    assert "not scored" in right.breakdown.explanation and "unreachable" not in right.judge_error
+    assert zero.reward == 0.0 and zero.judge_error is None  # not judged: the outage does not touch it
+    assert not (tmp_path / "judge.jsonl").exists()  # an outage is not recorded: a replay cannot repeat it
+    # the first try and one retry reached the server (none through a closed port; a 200 is not retried)
+    assert len(loopback.requests) == {"refused": 0, "not-json": 1}.get(kind, 2)
+
+
+def test_an_outage_of_the_judge_drops_the_step_of_code_exec_like_a_sandbox_error(loopback: OpenAIServer, tmp_path: Path) -> None:
+    env = gym.make("CodeExec-v0", backend="process", reward=RewardConfig(judge=_outage("http500", loopback, tmp_path)))
+    env.reset(seed=0, options={"problem_id": EVENS.problem_id})
+    _, reward, terminated, truncated, info = env.step(EVENS.reference_solution)
+    env.close()
+    assert reward == 0.0 and truncated and not terminated
+    assert "HTTP 500" in info["judge_error"] and info["sandbox_error"] is None
+    assert info["reward_breakdown"]["tier"] == "judge_error" and "reward" not in info["reward_breakdown"]
+
+
+def test_the_adapters_skip_a_judge_error(loopback: OpenAIServer, tmp_path: Path) -> None:
+    from code_env import TRLReward, compute_score
+
+    cfg = RewardConfig(judge=_outage("http500", loopback, tmp_path))
+    fn = TRLReward([EVENS], sandbox=get_sandbox("process"), config=cfg)
+    completion = f"```python\n{EVENS.reference_solution}```"
+    assert fn(prompts=["p"], completions=[completion], problem_id=[EVENS.problem_id]) == [None]  # TRL skips None
+    res = compute_score("builtin", completion, EVENS.problem_id, None, config=cfg, return_dict=True,
+                        sandbox=get_sandbox("process"), sandbox_error_score=0.0)  # fmt: skip
+    assert isinstance(res, dict) and res["score"] == 0.0 and res["judge_error"] is True and res["sandbox_error"] is False
+    assert res["tier"] == "judge_error"
+
+
+def test_a_404_names_the_model(loopback: OpenAIServer, tmp_path: Path) -> None:
+    judge = LLMJudge(_outage("http404", loopback, tmp_path))
+    with pytest.raises(JudgeError, match=r"HTTP 404 for model 'http404' at http://127\.0\.0\.1:\d+/v1: check JudgeConfig\.model"):
+        judge.score("a task", "print(1)")
+
+
+def test_an_unset_api_key_is_read_from_openai_api_key(loopback: OpenAIServer, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    cfg = _outage("good", loopback, tmp_path).model_copy(update={"api_key": None})
+    monkeypatch.setenv("OPENAI_API_KEY", LOOPBACK_KEY)
+    with caplog.at_level(logging.DEBUG):
+        assert LLMJudge(cfg).score("a task", "print(1)").score == 0.9  # the server checks the bearer key
+    assert LOOPBACK_KEY not in caplog.text
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    with pytest.raises(JudgeError, match=r"refused the key \(HTTP 401\): check \$OPENAI_API_KEY") as err:
+        LLMJudge(cfg).score("a task", "print(2)")
+    assert "sk-wrong" not in str(err.value)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(JudgeError, match="none was sent"):
+        LLMJudge(cfg).score("a task", "print(3)")
 
 
 def test_recorded_calls_replay_offline_bit_for_bit(server: Server, tmp_path: Path) -> None:
