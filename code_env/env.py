@@ -345,7 +345,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     judge of the reward config, and per-test limits measured by the sandbox (one per-test limit
     per run, resumed after each answer); ``render_mode="rgb_array"``; ``render()`` shows the failing
     public tests and their errors; a HumanEval prompt shows its code once (it was twice, as prompt
-    and as starter code).
+    and as starter code); a failure of the LLM judge's endpoint is no longer a neutral score but
+    ``judge_error`` (0, truncated, dropped like a sandbox failure), and the judge reads all the
+    code that runs, whatever its length (past its window: unjudged, score 0).
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")
