@@ -13,8 +13,9 @@ One step, as the code below does it:
    batch with one ``code_env.grade_many`` call (the batched API under ``code_env.evaluate``, which
    also gives the trajectory log its records). Identical (task, program) pairs are judged once,
    and a pair judged in an earlier step is answered from a cache (programs here are pure
-   arithmetic: the same pair always earns the same reward). A sample the sandbox failed to judge
-   (reward ``None``) is dropped and counted, never scored.
+   arithmetic: the same pair always earns the same reward). A sample the sandbox failed to judge,
+   or whose LLM judge call failed (a judge in ``reward.json``; tier ``judge_error``), has reward
+   ``None``: it is dropped and counted (``dropped``), never scored nor cached.
 2. **Advantages**: ``(reward - group mean) / (group std + adv_eps)`` within each task's group.
 3. **Update** (``update``): ``epochs`` passes of the clipped policy-gradient objective on token
    log-probabilities (ratio to the behaviour policy, clipped at ``1 +- clip_eps``), plus
@@ -701,7 +702,7 @@ class EvalResult(BaseModel):
     reward_mean: float
     pass_rate: float
     public_pass_rate: float
-    sandbox_errors: int
+    sandbox_errors: int = Field(description="samples dropped unscored: the sandbox (or the LLM judge's endpoint) failed")
     top_programs: list[tuple[str, int]]
 
 

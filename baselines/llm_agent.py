@@ -49,8 +49,10 @@ every sample has exactly one verdict:
 * 401/403 (the key was refused) and 404 (wrong URL or model) stop the run at once with a
   configuration error (exit status 2) naming ``base_url`` and the variable the key came from.
 
-A sample the *sandbox* failed to judge (``info["sandbox_error"]``) is dropped: it counts in neither
-``n`` nor ``c`` (``sandbox_errors`` says how many). pass@k, for each ``k`` in ``k`` (and 1), is the
+A sample the *sandbox* failed to judge (``info["sandbox_error"]``), or whose LLM judge call
+failed (``info["judge_error"]``: the reward config's judge timed out, refused the connection or
+answered 5xx/429), is dropped: it counts in neither ``n`` nor ``c`` (``sandbox_errors`` and
+``judge_errors`` say how many). pass@k, for each ``k`` in ``k`` (and 1), is the
 unbiased estimator of Chen et al. (2021), ``1 - C(n - c, k) / C(n, k)`` per task, computed as the
 product ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)`` (no huge binomials), averaged over the tasks
 with at least ``k`` judged samples.
@@ -473,8 +475,9 @@ class SampleResult(BaseModel):
     passed: bool
     solved_turn: int | None = Field(None, description="the turn whose program passed every test")
     tier: str = Field(description="the final step's tier; budget_exhausted when a budget ended the episode")
-    episode_return: float | None = Field(description="the sum of the step rewards (None: the sandbox failed)")
+    episode_return: float | None = Field(description="the sum of the step rewards (None: the sandbox or the judge failed)")
     sandbox_error: str | None = None
+    judge_error: str | None = Field(None, description="the LLM judge's endpoint failed: the sample is dropped")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     requests_with_usage: int = 0
@@ -529,9 +532,10 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
         code = extract_code(reply.content) if reply.status in ("ok", "truncated") else ""
         obs, reward, terminated, truncated, info = env.step(code)
         ret += float(reward)
-        if info.get("sandbox_error"):
+        if info.get("sandbox_error") or info.get("judge_error"):
+            failed = {"sandbox_error": str(info["sandbox_error"])} if info.get("sandbox_error") else {"judge_error": str(info["judge_error"])}
             return SampleResult(problem_id=task.problem_id, sample=sample, turns=turn, replies=replies, passed=False,
-                                tier="sandbox_error", episode_return=None, sandbox_error=str(info["sandbox_error"]),
+                                tier=next(iter(failed)), episode_return=None, **failed,
                                 prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                 requests_with_usage=with_usage)  # fmt: skip
         if terminated or truncated:
@@ -572,11 +576,11 @@ def summarize(results: Sequence[SampleResult], settings: LLMAgentSettings) -> di
     by_task: dict[str, list[SampleResult]] = {}
     for r in results:
         by_task.setdefault(r.problem_id, []).append(r)
-    judged = [r for r in results if r.sandbox_error is None]
+    judged = [r for r in results if r.sandbox_error is None and r.judge_error is None]
     out: dict[str, Any] = {}
     for k in settings.k:
         scores = [pass_at_k(n, c, k) for n, c in
-                  ((sum(r.sandbox_error is None for r in rs), sum(r.passed for r in rs)) for rs in by_task.values()) if n >= k]  # fmt: skip
+                  ((sum(r.sandbox_error is None and r.judge_error is None for r in rs), sum(r.passed for r in rs)) for rs in by_task.values()) if n >= k]  # fmt: skip
         out[f"pass@{k}"] = sum(scores) / len(scores) if scores else None
         if len(scores) < len(by_task):
             out[f"pass@{k}_tasks"] = len(scores)  # tasks with fewer than k judged samples are left out
@@ -595,7 +599,8 @@ def summarize(results: Sequence[SampleResult], settings: LLMAgentSettings) -> di
     out["tasks"] = len(by_task)
     out["samples"] = len(results)
     out["samples_judged"] = n_judged
-    out["sandbox_errors"] = len(results) - n_judged
+    out["sandbox_errors"] = sum(r.sandbox_error is not None for r in results)
+    out["judge_errors"] = sum(r.judge_error is not None for r in results)
     return out
 
 
@@ -722,6 +727,8 @@ def _print_summary(summary: Mapping[str, Any], settings: LLMAgentSettings, model
                                                   f"{summary['requests']} requests reported usage)"])  # fmt: skip
     if summary["sandbox_errors"]:
         rows.append(["sandbox errors (dropped)", summary["sandbox_errors"]])
+    if summary.get("judge_errors"):
+        rows.append(["judge errors (dropped)", summary["judge_errors"]])
     print(format_table(["metric", "value"], [[a, "-" if b is None else b] for a, b in rows]))
     if summary["api_errors"]:
         print(f"warning: {summary['api_errors']} of {summary['requests']} requests failed after the retries; they count as "

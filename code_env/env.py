@@ -96,6 +96,7 @@ class StepInfo(BaseModel):
     turn: int
     reward_breakdown: dict[str, Any]
     sandbox_error: str | None = None
+    judge_error: str | None = Field(None, description="the LLM judge's endpoint failed: not scored, drop the sample")
     budget: Budget | None = None
     feedback: list[dict[str, Any]] = Field(default_factory=list, description="public tests (no timings)")
 
@@ -263,7 +264,7 @@ def failing_tests(cases: Sequence[CaseResult]) -> list[str]:
 
 class Evaluation(BaseModel):
     """One candidate's judgement in a batch: the observation a single-turn step would give, the
-    reward (None when the sandbox failed: skip the sample) and its breakdown."""
+    reward (None when the sandbox or the LLM judge's endpoint failed: skip the sample) and its breakdown."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -272,6 +273,7 @@ class Evaluation(BaseModel):
     reward: float | None
     breakdown: RewardBreakdown
     sandbox_error: str | None = None
+    judge_error: str | None = None
 
 
 def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None = None, config: RewardConfig | None = None,
@@ -283,7 +285,7 @@ def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None
     grades = grade_many(items, sandbox=executor, config=config)
     return [
         Evaluation(problem_id=g.problem_id, reward=g.reward, breakdown=g.breakdown, sandbox_error=g.sandbox_error,
-                   observation=make_observation(task_prompt(t), g.feedback, g.run, 1, timing=timing))
+                   judge_error=g.judge_error, observation=make_observation(task_prompt(t), g.feedback, g.run, 1, timing=timing))
         for (t, _), g in zip(items, grades, strict=True)
     ]  # fmt: skip
 
@@ -321,12 +323,14 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     every public test earns its tier minus the bonus already paid (a solved episode returns exactly
     its tier, so failing on purpose first never pays). Any exhausted budget: -0.1. A failure of
     the sandbox itself (run once more by the grader): reward 0, the episode is truncated and
-    ``info["sandbox_error"]`` says why; drop such samples.
+    ``info["sandbox_error"]`` says why; drop such samples. The same for a failure of the LLM
+    judge's endpoint (timeout, no connection, HTTP 5xx/429 after its retries; tier
+    ``judge_error``): reward 0, truncated, ``info["judge_error"]`` says why; drop the sample.
 
     ## Episode end
     ``terminated``: single-turn after the step; multi-turn when every public test passes.
     ``truncated``: a budget ran out (turns, characters per action, execution time per turn, wall
-    clock per episode; ``info["budget"]`` names it) or the sandbox failed.
+    clock per episode; ``info["budget"]`` names it) or the sandbox or the LLM judge's endpoint failed.
 
     ## Arguments
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
@@ -345,7 +349,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     judge of the reward config, and per-test limits measured by the sandbox (one per-test limit
     per run, resumed after each answer); ``render_mode="rgb_array"``; ``render()`` shows the failing
     public tests and their errors; a HumanEval prompt shows its code once (it was twice, as prompt
-    and as starter code).
+    and as starter code); a failure of the LLM judge's endpoint is no longer a neutral score but
+    ``judge_error`` (0, truncated, dropped like a sandbox failure), and the judge reads all the
+    code that runs, whatever its length (past its window: unjudged, score 0).
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")
@@ -505,10 +511,10 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         breakdown = graded.breakdown
         summary = graded.run
         executions = pub.executions + (hid.executions if hid is not None else [])
-        sandbox_error = graded.sandbox_error
+        sandbox_error, judge_error = graded.sandbox_error, graded.judge_error
         budget: Budget | None = None
         terminated = truncated = False
-        if sandbox_error:
+        if sandbox_error or judge_error:
             reward, truncated = 0.0, True
         elif cfg.turn_time_s is not None and sum(r.execution_time_ms for r in executions) > cfg.turn_time_s * 1000:
             self._transitions.insert(len(self._transitions) - 1, ("timed-out", self._transitions[-1][1]))  # before "judged"
@@ -528,13 +534,13 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
                 self._bonus_paid += reward
             self._best_passed = max(self._best_passed, pub.passed)
         reward = round(float(reward), 6)
-        if self.curriculum is not None and (terminated or truncated) and not sandbox_error:
+        if self.curriculum is not None and (terminated or truncated) and not (sandbox_error or judge_error):
             self.curriculum.update(task, breakdown.tier == "all_tests")
         self._obs = self._observation(pub, summary)
         info = StepInfo(
             trace_id=tid, problem_id=task.problem_id, turn=self._turn,
             reward_breakdown=breakdown.model_dump(exclude_none=True), sandbox_error=sandbox_error, budget=budget,
-            feedback=[c.model_dump(exclude={"elapsed_ms"}) for c in pub.cases],
+            judge_error=judge_error, feedback=[c.model_dump(exclude={"elapsed_ms"}) for c in pub.cases],
         ).model_dump()  # fmt: skip
         info["step_reward"] = reward
         self.last_timing = {"execution_time_ms": summary.execution_time_ms, "transitions": list(self._transitions)}
@@ -640,6 +646,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             "truncated": truncated,
             "budget": info["budget"],
             "sandbox_error": info["sandbox_error"],
+            "judge_error": info.get("judge_error"),
             "reward_breakdown": info["reward_breakdown"],
             "public_cases": [c.model_dump() for c in pub.cases] if pub else [],
             "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],

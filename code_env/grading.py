@@ -124,8 +124,9 @@ class RunSummary(BaseModel):
 
 class Grade(BaseModel):
     """A program's reward for a task, and everything that explains it. ``reward`` is None when the
-    sandbox itself failed (``sandbox_error``, after one more try): such a sample must be skipped,
-    not scored."""
+    sandbox itself failed (``sandbox_error``, after one more try) or the LLM judge's endpoint did
+    (``judge_error``: a timeout, a refused connection, HTTP 5xx or 429 after the retries): such a
+    sample must be skipped, not scored."""
 
     problem_id: str
     reward: float | None
@@ -133,6 +134,7 @@ class Grade(BaseModel):
     feedback: list[CaseResult] = Field(default_factory=list, description="public tests only")
     run: RunSummary = Field(default_factory=RunSummary, description="the public runs, as an agent sees them")
     sandbox_error: str | None = None
+    judge_error: str | None = Field(None, description="why the LLM judge's endpoint failed (tier judge_error)")
 
 
 def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
@@ -384,8 +386,10 @@ def judge_for(config: JudgeConfig) -> LLMJudge:
 
 def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> list[bool]:
     """Ask the judge about every program with a positive reward, concurrently (the calls wait on
-    the network, not the CPU), and fold its score into the reward and the breakdown. Per program
-    asked: whether the judge timed out (its score is then neutral)."""
+    the network, not the CPU), and fold its score into the reward and the breakdown. A call the
+    endpoint failed (``JudgeVerdict.error``) makes the grade a ``judge_error``: reward None (drop
+    the sample, as for a ``sandbox_error``), ``Grade.judge_error`` says why. Per program asked:
+    whether the judge timed out."""
     todo = [(t, c, g) for t, c, g in graded if g.reward is not None and g.reward > 0]
     if not todo:
         return []
@@ -396,6 +400,10 @@ def _judge(graded: list[tuple[Task, str, Grade]], config: JudgeConfig) -> list[b
         assert g.reward is not None
         b = g.breakdown
         b.reward_before_judge, b.judge_score, b.judge_neutral = g.reward, verdict.score, verdict.neutral
+        if verdict.error is not None:
+            b.tier, b.reward, g.reward, g.judge_error = "judge_error", None, None, verdict.error
+            b.explanation += f"; {verdict.reason}: not scored (a failure of the judge's endpoint, not of the program)"
+            continue
         b.reward = g.reward = apply(g.reward, verdict, config.weight)
         b.explanation += f"; {verdict.reason} (weight {config.weight:g})"
     return [v.timed_out for v in verdicts]

@@ -8,21 +8,38 @@ program above what the tests gave it; failures and syntax errors are not judged 
 Secrets: the config names the key as a ``${ENV_VAR}`` placeholder; a literal key is refused. Every
 call goes through a JSONL cache keyed by the request: ``mode="record"`` calls the endpoint on a miss
 and appends the reply, ``mode="replay"`` answers from the cache only (offline, bit for bit), and
-``mode="live"`` never touches a cache. An empty or unparsable reply, or an endpoint that stays
-unreachable after the retries, gives the neutral score 0.5 and a warning in the log; a refused key
-or a wrong model is a configuration error and raises.
+``mode="live"`` never touches a cache. With ``api_key`` unset the key is ``$OPENAI_API_KEY`` when
+that is set (as for the LLM agent), else none is sent.
+
+Failures. A reply without a score (empty, unparsable: the program it judged may have caused that)
+gives the neutral score 0.5 and a warning in the log. An endpoint that fails (no answer within
+``timeout_s``, no connection, HTTP 5xx or 429, after ``max_retries`` retries; a body that is no
+chat completion) is an outage, not a verdict: the verdict has ``error`` and no score, and the
+sample's tier is ``judge_error``, reward None, dropped and counted like a ``sandbox_error`` (an
+outage must not scale every correct reward down). A refused key (401) or an unknown model (404:
+the message names it) is a configuration error and raises ``JudgeError``.
+
+What the judge reads (``judged_view``): all of the code that runs. Comments, string statements
+the compiler drops, trailing whitespace and repeated blank lines are stripped first, so that
+padding cannot push code out of sight; what is left is sent whole, never cut. A program whose
+view is still longer than ``max_code_chars`` is not sent at all: it is *unjudged*, and unjudged
+is never approved: its score is the lowest, 0 (``JudgeVerdict.unjudged``; the explanation says
+"the code exceeds the judge's window: unjudged").
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import io
 import json
 import logging
 import os
 import re
 import threading
+import tokenize
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,7 +74,8 @@ class JudgeConfig(BaseModel):
     timeout_s: float = Field(30.0, gt=0, le=600)
     max_retries: int = Field(2, ge=0, le=10)
     max_tokens: int = Field(64, ge=1, le=4096)
-    max_code_chars: int = Field(8000, ge=100)
+    max_code_chars: int = Field(8000, ge=100, description="the judge's window: a longer view of the code "
+                                "(comments stripped) is unjudged and scores 0")
     mode: Literal["live", "record", "replay"] = "record"
     cache_path: str | None = Field(None, description="JSONL of every call; required for record and replay")
 
@@ -83,16 +101,25 @@ class JudgeConfig(BaseModel):
         return self
 
 
-_TIMED_OUT = "\0timed out"  # _call's answer when the endpoint did not answer in time (no body is NUL-led)
+class _Failure(NamedTuple):
+    """``_call``'s answer when the endpoint failed: why, and whether it did not answer in time."""
+
+    why: str
+    timed_out: bool = False
 
 
 class JudgeVerdict(BaseModel):
-    """What the judge said, and whether it was heard (``neutral`` when it was not; ``timed_out``
-    when the endpoint did not answer within ``timeout_s``, after the retries)."""
+    """What the judge said, and whether it was heard: ``neutral`` (0.5) when the reply held no
+    score (empty or unparsable: the program may have caused it); ``error`` (no score) when the
+    endpoint failed, ``timed_out`` also when it did not answer within ``timeout_s`` after the
+    retries (an outage is never folded into the reward: the sample becomes a ``judge_error``);
+    ``unjudged`` when the code was longer than the window (score 0)."""
 
-    score: float
+    score: float | None = Field(description="0..1; None when the endpoint failed (``error``)")
     neutral: bool = False
+    error: str | None = Field(None, description="the endpoint failed (an outage, not the program): no score")
     timed_out: bool = False
+    unjudged: bool = Field(False, description="the code exceeded the judge's window: not sent, the lowest score")
     reason: str = ""
     replayed: bool = False
     key: str = ""
@@ -126,7 +153,137 @@ def apply(reward: float, verdict: JudgeVerdict, weight: float) -> float:
     """The judged reward: a positive ``reward`` scaled by at most ``weight``; others unchanged."""
     if reward <= 0:
         return reward
+    if verdict.score is None:
+        raise ValueError(f"a failed judge call has no score to apply ({verdict.error})")
     return round(reward * (1 - weight * (1 - verdict.score)), 6)
+
+
+def judged_view(code: str) -> str:
+    """The program as the judge reads it: everything that runs, without what does not: comments,
+    string-literal statements the compiler drops (a bare ``"..."`` line that is not a docstring,
+    and other bare constants), trailing whitespace, and runs of blank lines (outside string
+    literals, whose text is kept exactly). Docstrings stay: they are data the program can read
+    (``f.__doc__``), so a table may hide in one.
+
+    The view is checked: it must parse to the same syntax tree as the program without the dropped
+    statements; when it does not (or tokenizing fails), the judge reads that tree unparsed
+    (``ast.unparse``: no comments either). A program that does not parse is shown as it is (it is
+    never judged: it earns no positive reward)."""
+    text = code.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code
+    spans = _dropped_statements(tree)
+    try:
+        expected = ast.dump(tree)
+    except RecursionError:
+        return code
+    try:
+        view = _strip(text, spans)
+        if ast.dump(ast.parse(view)) == expected:
+            return view
+    except (SyntaxError, ValueError, tokenize.TokenError, RecursionError, MemoryError):
+        pass
+    try:
+        return ast.unparse(tree)
+    except (RecursionError, ValueError):  # pragma: no cover - a tree ast.parse made always unparses
+        return code
+
+
+_Span = tuple[int, int, int, int, str]  # (row, byte col, end row, end byte col, replacement), 1-based rows
+
+
+def _dropped_statements(tree: ast.Module) -> list[_Span]:
+    """The bare constant statements the compiler discards (not docstrings, not ``...``), removed
+    from ``tree`` in place (a body left empty gets a ``pass``, in the tree and in the text)."""
+    spans: list[_Span] = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            doc = field == "body" and isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            keep: list[ast.stmt] = []
+            gone: list[ast.stmt] = []
+            for i, stmt in enumerate(body):
+                bare = (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                        and stmt.value.value is not Ellipsis and not (doc and i == 0 and isinstance(stmt.value.value, str)))  # fmt: skip
+                (gone if bare else keep).append(stmt)
+            if not gone:
+                continue
+            for k, stmt in enumerate(gone):
+                end_line, end_col = stmt.end_lineno or stmt.lineno, stmt.end_col_offset or stmt.col_offset
+                fill = "pass" if not keep and k == 0 else ""
+                spans.append((stmt.lineno, stmt.col_offset, end_line, end_col, fill))
+            if not keep:
+                keep = [ast.Pass()]
+            setattr(node, field, keep)
+    return spans
+
+
+def _strip(text: str, statements: list[_Span]) -> str:
+    """``text`` without ``statements`` (byte columns, as ``ast`` gives them), its comments, trailing
+    whitespace and repeated blank lines; rows inside a multi-line string literal are kept as they are."""
+    lines = text.split("\n")
+    spans: list[tuple[int, int, int, int, str]] = []  # character columns from here on
+    for row, col, erow, ecol, fill in statements:
+        spans.append((row, _chars(lines[row - 1], col), erow, _chars(lines[erow - 1], ecol), fill))
+    literal: set[int] = set()  # rows whose end lies inside a string literal
+    fstrings: list[int] = []  # (Python 3.12+ tokenizes an f-string in parts) the rows open ones began on
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            spans.append((tok.start[0], tok.start[1], tok.end[0], tok.end[1], ""))
+        elif tok.type == tokenize.STRING:
+            literal.update(range(tok.start[0], tok.end[0]))
+        elif tok.type == getattr(tokenize, "FSTRING_START", None):
+            fstrings.append(tok.start[0])
+        elif tok.type == getattr(tokenize, "FSTRING_END", None) and fstrings:
+            literal.update(range(fstrings.pop(), tok.end[0]))
+    cut: dict[int, list[tuple[int, int, str]]] = {}  # row -> (start col, end col or -1 for the row's end, fill)
+    dropped_rows: set[int] = set()
+    for row, col, erow, ecol, fill in spans:
+        if erow == row:
+            cut.setdefault(row, []).append((col, ecol, fill))
+            continue
+        cut.setdefault(row, []).append((col, -1, fill))
+        dropped_rows.update(range(row + 1, erow))
+        cut.setdefault(erow, []).append((0, ecol, ""))
+    out: list[str] = []
+    for r, line in enumerate(lines, start=1):
+        if r in dropped_rows:
+            continue
+        pieces = sorted(cut.get(r, []))
+        if pieces:
+            new, at = [], 0
+            for start, end, fill in pieces:
+                end = len(line) if end < 0 else end
+                if start < at:  # inside a span already cut (a comment within a dropped statement)
+                    at = max(at, end)
+                    continue
+                new.append(line[at:start] + fill)
+                at = end
+            new.append(line[at:])
+            edited = "".join(new)
+            if r not in literal or any(end < 0 for _, end, _ in pieces):  # (its end was cut: no literal is left open there)
+                edited = edited.rstrip()
+                if not edited.strip():
+                    continue  # a row that held only what was cut
+            out.append(edited)
+            continue
+        if r not in literal:
+            line = line.rstrip()
+            if not line and (not out or not out[-1]):
+                continue
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+def _chars(line: str, byte_col: int) -> int:
+    """A UTF-8 byte offset into ``line`` (as ``ast`` counts) as a character offset (as ``tokenize`` does)."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
 class LLMJudge:
@@ -137,6 +294,7 @@ class LLMJudge:
         self._lock = threading.Lock()
         self._cache: dict[str, str] = {}
         self._client: Any = None
+        self._key_source = ""
         if config.cache_path:
             self._load(Path(config.cache_path))
 
@@ -155,10 +313,12 @@ class LLMJudge:
                 raise JudgeError(f"{path}:{lineno}: not a judge recording (expected {{'key', 'body'}})") from None
 
     def request(self, prompt: str, code: str) -> dict[str, Any]:
-        """The chat request for one program (the cache key is its hash: no secret enters it)."""
-        limit = self.config.max_code_chars
-        shown = code if len(code) <= limit else code[:limit] + "\n# [truncated]"
-        user = f"Task:\n{prompt.strip()}\n\nSolution:\n```python\n{shown}\n```"
+        """The chat request for one program, whose code is ``judged_view(code)``, whole (the cache
+        key is the request's hash: no secret enters it)."""
+        return self._request(prompt, judged_view(code))
+
+    def _request(self, prompt: str, view: str) -> dict[str, Any]:
+        user = f"Task:\n{prompt.strip()}\n\nSolution:\n```python\n{view.rstrip()}\n```"
         return {
             "model": self.config.model,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
@@ -167,7 +327,15 @@ class LLMJudge:
         }
 
     def score(self, prompt: str, code: str) -> JudgeVerdict:
-        req = self.request(prompt, code)
+        """The judge's verdict on ``code`` for the task ``prompt``: a score, the neutral score (a
+        reply without one), the lowest (``unjudged``) or, when the endpoint failed, ``error``."""
+        view = judged_view(code)
+        if len(view) > self.config.max_code_chars:
+            why = (f"the code exceeds the judge's window ({len(view)} characters without comments, window "
+                   f"{self.config.max_code_chars}): unjudged, score 0")  # fmt: skip
+            log.warning("LLM judge (%s): %s", self.config.model, why)
+            return JudgeVerdict(score=0.0, unjudged=True, reason=f"judge: {why}")
+        req = self._request(prompt, view)
         key = hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
         with self._lock:
             body = self._cache.get(key) if self.config.mode != "live" else None
@@ -175,21 +343,21 @@ class LLMJudge:
         if body is None:
             if self.config.mode == "replay":
                 raise JudgeError(f"replay mode: no recorded reply for request {key[:16]} in {self.config.cache_path}")
-            body = self._call(req)
-            if body is _TIMED_OUT:
-                verdict = self._neutral(f"the endpoint did not answer within {self.config.timeout_s:g} s (after retries)", key)
-                return verdict.model_copy(update={"timed_out": True})
-            if body is None:
-                return self._neutral("the endpoint was unreachable or failed (after retries)", key)
+            answer = self._call(req)
+            if isinstance(answer, _Failure):
+                log.warning("LLM judge (%s): %s; the sample is a judge_error (not scored)", self.config.model, answer.why)
+                return JudgeVerdict(score=None, error=answer.why, timed_out=answer.timed_out,
+                                    reason=f"judge failure: {answer.why}", key=key)  # fmt: skip
+            body = answer
             if self.config.mode == "record":
                 self._record(key, req, body)
         return self._verdict(body, key, replayed)
 
     def _verdict(self, body: str, key: str, replayed: bool) -> JudgeVerdict:
         try:
-            choices = json.loads(body).get("choices") or []
+            choices = json.loads(body)["choices"] or []
             content = choices[0]["message"]["content"] if choices else None
-        except (json.JSONDecodeError, AttributeError, KeyError, TypeError, IndexError):
+        except (json.JSONDecodeError, KeyError, TypeError, IndexError):  # (_call lets no such body through)
             content = None
         x = parse_score(content if isinstance(content, str) else None)
         if x is None:
@@ -201,32 +369,54 @@ class LLMJudge:
         log.warning("LLM judge (%s): %s; neutral score %s", self.config.model, why, NEUTRAL)
         return JudgeVerdict(score=NEUTRAL, neutral=True, reason=f"judge: {why}; neutral {NEUTRAL}", replayed=replayed, key=key)
 
-    def _call(self, req: dict[str, Any]) -> str | None:
-        """The raw response body; ``_TIMED_OUT`` when the endpoint timed out, None when it was
-        unreachable or failed (5xx, 429)."""
+    def _key(self) -> tuple[str, str]:
+        """The API key and where it came from (never the key in a message): ``api_key``'s
+        variable, else ``$OPENAI_API_KEY`` (as the LLM agent does), else none."""
+        if self.config.api_key:
+            return expand(self.config.api_key), self.config.api_key
+        if os.environ.get("OPENAI_API_KEY"):
+            return os.environ["OPENAI_API_KEY"], "$OPENAI_API_KEY (JudgeConfig.api_key is unset)"
+        return "unused", "the key: none was sent (JudgeConfig.api_key is unset and OPENAI_API_KEY is not set)"
+
+    def _call(self, req: dict[str, Any]) -> str | _Failure:
+        """The raw response body (a JSON object with ``choices``), or the ``_Failure`` of the
+        endpoint (no answer in time, no connection, HTTP 5xx or 429 after the retries, a body that
+        is no chat completion). A refused key, an unknown model or another 4xx raise ``JudgeError``."""
         import openai
 
+        retries = f"after {self.config.max_retries} {'retry' if self.config.max_retries == 1 else 'retries'}"
         with self._lock:
             if self._client is None:
-                key = expand(self.config.api_key) if self.config.api_key else "unused"
+                key, self._key_source = self._key()
                 self._client = openai.OpenAI(base_url=expand(self.config.base_url), api_key=key,
                                              timeout=self.config.timeout_s, max_retries=self.config.max_retries)  # fmt: skip
         try:
             raw = self._client.chat.completions.with_raw_response.create(**req)
-        except openai.APITimeoutError as exc:
-            log.warning("LLM judge: %s: %s", type(exc).__name__, exc)
-            return _TIMED_OUT
+        except openai.APITimeoutError:
+            return _Failure(f"the endpoint did not answer within {self.config.timeout_s:g} s ({retries})", timed_out=True)
         except openai.APIConnectionError as exc:
-            log.warning("LLM judge: %s: %s", type(exc).__name__, exc)
-            return None
+            cause = exc.__cause__ or exc.__context__
+            detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            return _Failure(f"could not connect to {self.config.base_url} ({retries}){detail}")
         except openai.AuthenticationError as exc:
-            raise JudgeError(f"the judge's endpoint refused the key (HTTP {exc.status_code}): check {self.config.api_key}") from None
+            raise JudgeError(f"the judge's endpoint refused the key (HTTP {exc.status_code}): check {self._key_source}") from None
+        except openai.NotFoundError as exc:
+            raise JudgeError(f"the judge's endpoint answered HTTP 404 for model {self.config.model!r} at "
+                             f"{self.config.base_url}: check JudgeConfig.model (and base_url): {exc.message}") from None  # fmt: skip
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 429:
-                log.warning("LLM judge: HTTP %s after retries", exc.status_code)
-                return None
-            raise JudgeError(f"the judge's endpoint answered HTTP {exc.status_code}: {exc.message}") from None
-        return str(raw.http_response.text)
+                what = "rate limited" if exc.status_code == 429 else "a server error"
+                return _Failure(f"the endpoint answered HTTP {exc.status_code}, {what} ({retries}): {exc.message}")
+            raise JudgeError(f"the judge's endpoint answered HTTP {exc.status_code} for model {self.config.model!r}: "
+                             f"{exc.message}") from None  # fmt: skip
+        body = str(raw.http_response.text)
+        try:
+            ok = isinstance(json.loads(body).get("choices"), list)
+        except (json.JSONDecodeError, AttributeError):
+            ok = False
+        if not ok:
+            return _Failure(f"the endpoint answered HTTP {raw.http_response.status_code} with no chat completion: {body[:80]!r}")
+        return body
 
     def _record(self, key: str, req: dict[str, Any], body: str) -> None:
         assert self.config.cache_path is not None

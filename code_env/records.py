@@ -6,7 +6,7 @@ TRL (``code_env.TRLReward`` and ``baselines.trl_grpo``), verl (``code_env.verl``
 
 The fields, beyond an env step's (``trace_id``, ``episode``, ``sample``, ``turn``, ``seed``,
 ``problem_id``, ``difficulty``, ``task_fingerprint``, ``prompt``, ``action``, ``reward``,
-``terminated``, ``truncated``, ``budget``, ``sandbox_error``, ``reward_breakdown``,
+``terminated``, ``truncated``, ``budget``, ``sandbox_error``, ``judge_error``, ``reward_breakdown``,
 ``public_cases``, ``hidden_cases``, ``executions``, ``execution_time_ms``, ``transitions``,
 ``config``, and ``task`` for an inline task):
 
@@ -81,9 +81,9 @@ def grade_record(task: Task, program: str, judged: Judged | Grade, config: Rewar
         "problem_id": task.problem_id, "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task),
         "prompt": task_prompt(task) if prompt is None else prompt, "completion": program if completion is None else completion,
         "completion_truncated": completion_truncated, "completion_tokens": completion_tokens, "action": program,
-        "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox failure: 0 and truncated, as the env logs it
-        "terminated": grade.sandbox_error is None, "truncated": grade.sandbox_error is not None,
-        "budget": None, "sandbox_error": grade.sandbox_error,
+        "reward": grade.reward if grade.reward is not None else 0.0,  # a sandbox or judge failure: 0 and truncated, as the env logs it
+        "terminated": grade.reward is not None, "truncated": grade.reward is None,
+        "budget": None, "sandbox_error": grade.sandbox_error, "judge_error": grade.judge_error,
         "reward_breakdown": grade.breakdown.model_dump(exclude_none=True), "advantage": advantage,
         "public_cases": [c.model_dump() for c in (pub.cases if pub is not None else grade.feedback)],
         "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],

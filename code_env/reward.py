@@ -15,13 +15,16 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | the model stopped at its token or context limit | ``context_window_overflow`` = None: the reply is judged as it is; a number: that reward, unrun |
 | the program tampered with the verifier's result channel | the lowest of ``timeout``, ``oom``, ``no_attempt`` and 0 |
 | a failure of the sandbox itself | no reward (``None``): never scored as a wrong answer |
+| a failure of the LLM judge's endpoint (timeout, no connection, HTTP 5xx/429 after retries) | no reward (``None``, tier ``judge_error``): dropped like a sandbox failure |
 
 ``no_attempt`` closes the floor-score shortcut: answering with nothing earns no more than running
 out of time (by default), and less than answering wrongly; ``no_attempt = 0`` gives back the plain
 ladder.
 
 With an LLM judge (``judge``, weight ``w`` <= 0.3), a positive reward ``r`` becomes
-``r * (1 - w * (1 - s))`` for the judge's score ``s``: the judge can take away, never add.
+``r * (1 - w * (1 - s))`` for the judge's score ``s``: the judge can take away, never add. A reply
+without a score counts as ``s = 0.5``; code longer than the judge's window as ``s = 0``
+(unjudged); an endpoint that failed gives no reward at all (``judge_error``), never a guess.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 Tier = Literal["syntax_error", "timeout", "oom", "no_attempt", "tampered", "partial", "all_public", "all_tests",
-               "budget_exhausted", "context_window_overflow", "sandbox_error"]
+               "budget_exhausted", "context_window_overflow", "sandbox_error", "judge_error"]
 
 
 class RewardConfig(BaseModel):

@@ -123,7 +123,8 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     syntax error -1 (an empty or garbled expression), timeout or OOM -0.5, ``0.6 k/n`` for ``k``
     of ``n`` public tests, 0.8 all public, 1.0 all public and hidden, scaled by the reward config's
     LLM judge if it has one: ``code_env.grade``'s reward, to the digit. A failure of the sandbox
-    itself (run once more by the grader) gives 0 and truncates the episode; ``info["sandbox_error"]``
+    itself (run once more by the grader), or of the LLM judge's endpoint (``info["judge_error"]``),
+    gives 0 and truncates the episode; ``info["sandbox_error"]``
     says why.
 
     ## Episode end
@@ -296,7 +297,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             self._tokens.append(token)
         expr = expression(self._tokens)
         info: dict[str, Any] = {"problem_id": task.problem_id, "expression": expr,
-                                "n_tokens": len(self._tokens), "sandbox_error": None}  # fmt: skip
+                                "n_tokens": len(self._tokens), "sandbox_error": None, "judge_error": None}  # fmt: skip
         if token != END and len(self._tokens) < self.max_tokens:
             return self._observation(), 0.0, False, False, info
         self._done = True
@@ -311,7 +312,10 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
         if g.reward is None:
-            info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
+            if g.judge_error is not None:  # the LLM judge's endpoint failed: dropped like a sandbox failure
+                info["judge_error"] = g.judge_error
+            else:
+                info["sandbox_error"] = g.sandbox_error or g.breakdown.explanation
             self._log(code, 0.0, False, True, info, token, judged)
             return self._observation(), 0.0, False, True, info
         self._last_reward = round(float(g.reward), 6)
@@ -337,7 +341,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                               step=step, prompt=task_prompt(task), tokens=tokens, expression=info["expression"],
                               max_tokens_reached=last != END)  # fmt: skip
         record["reward"], record["terminated"], record["truncated"] = reward, terminated, truncated
-        record["sandbox_error"] = info["sandbox_error"]
+        record["sandbox_error"], record["judge_error"] = info["sandbox_error"], info["judge_error"]
         self.logger.write(record)
 
     def _observation(self) -> np.ndarray:

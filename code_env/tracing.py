@@ -32,8 +32,9 @@ state                         owner             its timeout, and what follows it
 ``running``                   executor          the test's time limit (wall and CPU): ``timed-out``,
                                                 and the verdict ``timeout``.
 ``executed``                  grader            the runs are back; ``judging`` when an LLM judge
-``judging``                                     is asked, within ``JudgeConfig.timeout_s`` (past it:
-                                                ``timed-out`` and a neutral score).
+``judging``                                     is asked, within ``JudgeConfig.timeout_s`` (past it,
+                                                after the retries: ``timed-out``, and the sample is
+                                                a ``judge_error``: no reward, dropped).
 ``judged``                                      the reward is known (terminal).
 ``overflow``                  environment       the action was longer than ``max_action_chars``
                                                 (terminal).

@@ -93,11 +93,12 @@ class TRLReward:
     Every completion of the call is graded in one ``grade_many`` batch (a GRPO group, or the
     whole generation batch, runs on every worker at once; identical programs are judged once),
     through the same reward path as ``grade`` and the environments. A completion the sandbox
-    failed to run (twice) gets ``None``, which TRL skips: a policy is never punished for our
-    infrastructure. When TRL passes ``log_extra``/``log_metric`` (``log=True``), each
+    failed to run (twice), or whose LLM judge call failed (tier ``judge_error``: a timeout, a
+    refused connection, HTTP 5xx/429 after the retries), gets ``None``, which TRL skips: a policy
+    is never punished for our infrastructure. When TRL passes ``log_extra``/``log_metric`` (``log=True``), each
     completion's tier goes to TRL's completions table (column ``code_env_tier``) and the share of
     solved (``all_tests``), non-compiling and sandbox-failed samples to its metrics
-    (``code_env/solved``, ``code_env/syntax_error``, ``code_env/sandbox_error``).
+    (``code_env/solved``, ``code_env/syntax_error``, ``code_env/sandbox_error``, ``code_env/judge_error``).
     ``last_grades`` keeps the ``Grade`` of every completion of the latest call.
 
     ``log_dir``: write every ``log_every``-th completion (counted over all calls) as a trajectory
@@ -299,7 +300,8 @@ class TRLReward:
         if callable(log_extra):
             log_extra("code_env_tier", tiers)
         if callable(log_metric) and tiers:
-            for name, tier in (("solved", "all_tests"), ("syntax_error", "syntax_error"), ("sandbox_error", "sandbox_error")):
+            for name, tier in (("solved", "all_tests"), ("syntax_error", "syntax_error"), ("sandbox_error", "sandbox_error"),
+                               ("judge_error", "judge_error")):  # fmt: skip
                 log_metric(f"code_env/{name}", tiers.count(tier) / len(tiers))
 
 

@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 
 SANDBOX_ERROR_SCORE = 0.0
 """The score of a sample the sandbox failed to run (twice): verl cannot skip a sample, so it gets
-this neutral value (the reward of a plain wrong answer) and, in the dict form, ``sandbox_error``."""
+this neutral value (the reward of a plain wrong answer) and, in the dict form, ``sandbox_error``.
+A sample whose LLM judge call failed (tier ``judge_error``: the endpoint timed out, refused the
+connection or answered 5xx/429 after the retries) takes the same path, with ``judge_error``."""
 
 Score = float | dict[str, Any]
 
@@ -64,13 +66,13 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str | None,
       (a mapping or a path) takes precedence;
     * ``return_dict`` (False): verl's dict form, ``score`` and the breakdown: ``tier``, ``acc``
       (1.0 when every test passed), ``public_passed``, ``public_total``, ``hidden_passed``,
-      ``hidden_total``, ``reward_before_judge``, ``sandbox_error`` (bool), ``explanation`` — the
+      ``hidden_total``, ``reward_before_judge``, ``sandbox_error`` (bool), ``judge_error`` (bool), ``explanation`` — the
       same keys for every sample, which verl's reward managers collect into ``reward_extra_info``;
     * ``join_prompt`` ("auto"): a base model's response continues the task's prompt; see
       ``code_env.adapters.program_of``;
     * ``sandbox_error_score`` (``SANDBOX_ERROR_SCORE``, 0.0): the score of a sample the sandbox
-      failed to run twice — never an exception, since verl cannot skip a sample; logged, and
-      ``sandbox_error: True`` in the dict form;
+      failed to run twice, or whose judge call failed (``judge_error``) — never an exception, since
+      verl cannot skip a sample; logged, and ``sandbox_error: True`` (``judge_error: True``) in the dict form;
     * ``backend`` ("auto"), or ``executor``/``sandbox``: where programs run: ``"local"`` (the
       process-wide sandbox of ``backend``), ``"ray"`` (the process-wide ``sandbox.RayExecutor``:
       inside verl's Ray job it uses verl's own cluster; elsewhere ``ray_address``, else
@@ -173,7 +175,8 @@ def _flag(value: Any, what: str) -> bool:
 def _score(g: Grade, fallback: float, as_dict: bool) -> Score:
     b = g.breakdown
     if g.reward is None:
-        log.warning("sandbox failure on %s (scored %s, not the program's fault): %s", g.problem_id, fallback, g.sandbox_error)
+        what, why = ("judge failure", g.judge_error) if g.judge_error is not None else ("sandbox failure", g.sandbox_error)
+        log.warning("%s on %s (scored %s, not the program's fault): %s", what, g.problem_id, fallback, why)
     score = fallback if g.reward is None else g.reward
     if not as_dict:
         return score
@@ -186,7 +189,8 @@ def _score(g: Grade, fallback: float, as_dict: bool) -> Score:
         "hidden_passed": b.hidden_passed,
         "hidden_total": b.hidden_total,
         "reward_before_judge": b.reward_before_judge if b.reward_before_judge is not None else score,
-        "sandbox_error": g.reward is None,
+        "sandbox_error": g.reward is None and g.judge_error is None,
+        "judge_error": g.judge_error is not None,
         "explanation": b.explanation,
     }
 

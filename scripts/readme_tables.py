@@ -47,7 +47,8 @@ def reward_table() -> str:
         "it is; a number is its reward, unrun (the sample ends in the state `context_window_overflow`)",
         "process_bonus": "per verified revision in a multi-turn episode",
         "process_bonus_cap": "cap of the process bonus per episode",
-        "judge": "optional LLM judge (`JudgeConfig`, weight <= 0.3): scales a positive reward by `1 - w * (1 - s)`",
+        "judge": "optional LLM judge (`JudgeConfig`, weight <= 0.3): scales a positive reward by `1 - w * (1 - s)` "
+        "(s = 0.5 for a reply without a score, 0 for code past its window: unjudged)",
     }
     rows = ["| tier | default | when |", "|---|---:|---|"]
     for name, field in RewardConfig.model_fields.items():
@@ -55,6 +56,8 @@ def reward_table() -> str:
     rows.append("| tampered | lowest of `timeout`, `oom`, `no_attempt`, 0 | the program wrote into the verifier's result "
                 "channel (forged, duplicate, malformed or late result lines, a closed channel): none of its answers count |")
     rows.append("| sandbox failure | `None` | the sandbox itself failed (after one more try): never scored (TRL skips `None`) |")
+    rows.append("| judge failure (`judge_error`) | `None` | the LLM judge's endpoint timed out, refused the connection or "
+                "answered 5xx/429 after its retries: never scored, dropped like a sandbox failure |")
     return "\n".join(rows) + "\n"
 
 

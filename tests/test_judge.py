@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,12 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 import registry
 from code_env import RewardConfig, grade_many
-from code_env.judge import JudgeConfig, JudgeError, LLMJudge, parse_score
+from code_env.judge import JudgeConfig, JudgeError, LLMJudge, judged_view, parse_score
 
+from ._openai_server import KEY as LOOPBACK_KEY
+from ._openai_server import OpenAIServer, Reply
 from .conftest import get_sandbox
 
 KEY = "sk-test-judge-0123456789"
@@ -118,16 +122,115 @@ def test_a_refused_key_is_a_configuration_error(server: Server, tmp_path: Path, 
     assert not (tmp_path / "judge.jsonl").exists()  # a refused call is not recorded
 
 
-def test_a_reply_slower_than_the_timeout_gives_the_neutral_score(
+def test_a_reply_slower_than_the_timeout_is_a_judge_error_not_a_score(
     server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     judge = LLMJudge(config(server, "slow", tmp_path, timeout_s=0.5, max_retries=1))
     with caplog.at_level(logging.WARNING, logger="code_env.judge"):
         verdict = judge.score("a task", "print(1)")
-    assert verdict.neutral and verdict.score == 0.5
+    assert verdict.score is None and not verdict.neutral and verdict.timed_out
+    assert verdict.error == "the endpoint did not answer within 0.5 s (after 1 retry)"
     assert len(server.requests) == 2  # the first try and one retry
-    assert verdict.timed_out and any("did not answer within 0.5 s" in r.getMessage() for r in caplog.records)
+    assert any("did not answer within 0.5 s" in r.getMessage() and "judge_error" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "judge.jsonl").exists()  # nothing recorded for a call that got no reply
+
+
+# ----------------------------------------------------- outages: judge_error, never a neutral guess
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed on exit: nothing listens there
+
+
+def _outage(kind: str, server: OpenAIServer, tmp_path: Path) -> JudgeConfig:
+    url = f"http://127.0.0.1:{_closed_port()}/v1" if kind == "refused" else server.url
+    return JudgeConfig(base_url=url, model=kind, api_key="${LOOPBACK_KEY}", weight=0.3, timeout_s=0.5, max_retries=1,
+                       cache_path=str(tmp_path / "judge.jsonl"))  # fmt: skip
+
+
+def _script(body: dict[str, Any], attempt: int) -> Reply:
+    return {"timeout": Reply(content="SCORE: 1", delay_s=3.0), "http500": Reply(status=500), "http429": Reply(status=429),
+            "http404": Reply(status=404), "not-json": Reply(raw="<html>bad gateway</html>"),
+            "good": Reply(content="SCORE: 0.9")}[body["model"]]  # fmt: skip
+
+
+@pytest.fixture
+def loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
+    monkeypatch.setenv("LOOPBACK_KEY", LOOPBACK_KEY)
+    with OpenAIServer(_script) as srv:
+        yield srv
+
+
+OUTAGES = [("timeout", "did not answer within 0.5 s (after 1 retry)"),
+           ("http500", "answered HTTP 500, a server error (after 1 retry)"),
+           ("http429", "answered HTTP 429, rate limited (after 1 retry)"),
+           ("refused", "could not connect to http://127.0.0.1:"),
+           ("not-json", "with no chat completion")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "message"), OUTAGES, ids=[k for k, _ in OUTAGES])
+def test_an_outage_of_the_judge_is_a_judge_error_through_grade_many(
+    kind: str, message: str, loopback: OpenAIServer, tmp_path: Path
+) -> None:
+    wrong = "def sum_of_evens(nums):\n    return -1\n"
+    right, zero = grade_many([(EVENS, EVENS.reference_solution), (EVENS, wrong)], sandbox=get_sandbox("process"),
+                             config=RewardConfig(judge=_outage(kind, loopback, tmp_path)))  # fmt: skip
+    assert right.reward is None and right.breakdown.reward is None and right.breakdown.tier == "judge_error"
+    assert right.judge_error is not None and message in right.judge_error and right.sandbox_error is None
+    assert right.breakdown.reward_before_judge == 1.0 and right.breakdown.judge_score is None
+    assert "not scored" in right.breakdown.explanation and "unreachable" not in right.judge_error
+    assert zero.reward == 0.0 and zero.judge_error is None  # not judged: the outage does not touch it
+    assert not (tmp_path / "judge.jsonl").exists()  # an outage is not recorded: a replay cannot repeat it
+    # the first try and one retry reached the server (none through a closed port; a 200 is not retried)
+    assert len(loopback.requests) == {"refused": 0, "not-json": 1}.get(kind, 2)
+
+
+def test_an_outage_of_the_judge_drops_the_step_of_code_exec_like_a_sandbox_error(loopback: OpenAIServer, tmp_path: Path) -> None:
+    env = gym.make("CodeExec-v0", backend="process", reward=RewardConfig(judge=_outage("http500", loopback, tmp_path)))
+    env.reset(seed=0, options={"problem_id": EVENS.problem_id})
+    _, reward, terminated, truncated, info = env.step(EVENS.reference_solution)
+    env.close()
+    assert reward == 0.0 and truncated and not terminated
+    assert "HTTP 500" in info["judge_error"] and info["sandbox_error"] is None
+    assert info["reward_breakdown"]["tier"] == "judge_error" and "reward" not in info["reward_breakdown"]
+
+
+def test_the_adapters_skip_a_judge_error(loopback: OpenAIServer, tmp_path: Path) -> None:
+    from code_env import TRLReward, compute_score
+
+    cfg = RewardConfig(judge=_outage("http500", loopback, tmp_path))
+    fn = TRLReward([EVENS], sandbox=get_sandbox("process"), config=cfg)
+    completion = f"```python\n{EVENS.reference_solution}```"
+    assert fn(prompts=["p"], completions=[completion], problem_id=[EVENS.problem_id]) == [None]  # TRL skips None
+    res = compute_score("builtin", completion, EVENS.problem_id, None, config=cfg, return_dict=True,
+                        sandbox=get_sandbox("process"), sandbox_error_score=0.0)  # fmt: skip
+    assert isinstance(res, dict) and res["score"] == 0.0 and res["judge_error"] is True and res["sandbox_error"] is False
+    assert res["tier"] == "judge_error"
+
+
+def test_a_404_names_the_model(loopback: OpenAIServer, tmp_path: Path) -> None:
+    judge = LLMJudge(_outage("http404", loopback, tmp_path))
+    with pytest.raises(JudgeError, match=r"HTTP 404 for model 'http404' at http://127\.0\.0\.1:\d+/v1: check JudgeConfig\.model"):
+        judge.score("a task", "print(1)")
+
+
+def test_an_unset_api_key_is_read_from_openai_api_key(loopback: OpenAIServer, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    cfg = _outage("good", loopback, tmp_path).model_copy(update={"api_key": None})
+    monkeypatch.setenv("OPENAI_API_KEY", LOOPBACK_KEY)
+    with caplog.at_level(logging.DEBUG):
+        assert LLMJudge(cfg).score("a task", "print(1)").score == 0.9  # the server checks the bearer key
+    assert LOOPBACK_KEY not in caplog.text
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    with pytest.raises(JudgeError, match=r"refused the key \(HTTP 401\): check \$OPENAI_API_KEY") as err:
+        LLMJudge(cfg).score("a task", "print(2)")
+    assert "sk-wrong" not in str(err.value)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(JudgeError, match="none was sent"):
+        LLMJudge(cfg).score("a task", "print(3)")
 
 
 def test_recorded_calls_replay_offline_bit_for_bit(server: Server, tmp_path: Path) -> None:
@@ -145,6 +248,59 @@ def test_recorded_calls_replay_offline_bit_for_bit(server: Server, tmp_path: Pat
     assert (tmp_path / "judge.jsonl").read_text() == recording  # replay writes nothing
     with pytest.raises(JudgeError, match="replay mode: no recorded reply"):
         LLMJudge(replay_cfg).score("another task", "print(2)")
+
+
+def _table_program() -> str:
+    """A decoy, 8,000 characters of comments, then the real answer: a table of the tests' answers."""
+    cases = EVENS.public_tests + EVENS.hidden_tests
+    table = "TABLE = {" + ", ".join(f"{str(c.args)!r}: {c.expected!r}" for c in cases) + "}\n"
+    decoy = "def sum_of_evens(nums):\n    return sum(n for n in nums if n % 2 == 0)\n\n"
+    padding = "".join(f"# note {i:04d}: the function above is the whole solution.\n" for i in range(160))
+    return decoy + padding + table + "\ndef sum_of_evens(nums):  # the one that runs\n    return TABLE[str([nums])]\n"
+
+
+def test_the_judge_reads_the_code_that_runs_past_any_padding_of_comments(server: Server, tmp_path: Path) -> None:
+    program = _table_program()
+    assert len(program) > 8000 and program.index("TABLE = {") > 8000
+    (g,) = grade_many([(EVENS, program)], sandbox=get_sandbox("process"), config=RewardConfig(judge=config(server, "low", tmp_path)))
+    assert g.breakdown.reward_before_judge == 1.0  # the table passes every test
+    (req,) = server.requests
+    shown = req["messages"][1]["content"]
+    assert "TABLE = {" in shown and "return TABLE[str([nums])]" in shown  # the judge saw the table
+    assert "# note" not in shown and "[truncated]" not in shown
+    assert g.breakdown.judge_score == 0.2 and g.reward == pytest.approx(1.0 * (1 - 0.3 * 0.8))
+
+
+def test_code_past_the_judges_window_is_unjudged_and_never_gets_the_full_score(server: Server, tmp_path: Path) -> None:
+    cases = EVENS.public_tests + EVENS.hidden_tests
+    filler = "".join(f"UNUSED_{i:04d} = {i}\n" for i in range(700))  # code that runs: it counts
+    program = filler + "TABLE = {" + ", ".join(f"{str(c.args)!r}: {c.expected!r}" for c in cases) + "}\n" \
+        "def sum_of_evens(nums):\n    return TABLE[str([nums])]\n"
+    assert len(judged_view(program)) > 8000
+    (g,) = grade_many([(EVENS, program)], sandbox=get_sandbox("process"), config=RewardConfig(judge=config(server, "good", tmp_path)))
+    assert server.requests == []  # not sent: nothing past the window can be read, so nothing is approved
+    assert g.breakdown.reward_before_judge == 1.0 and g.breakdown.judge_score == 0.0
+    assert g.reward == pytest.approx(1.0 * (1 - 0.3)) and g.reward < 1.0
+    assert "the code exceeds the judge's window" in g.breakdown.explanation and "unjudged" in g.breakdown.explanation
+
+
+@pytest.mark.parametrize(
+    ("code", "view"),
+    [
+        ("def f(x):  # why\n    # a note\n    return x   \n", "def f(x):\n    return x\n"),
+        ('def f():\n    """Kept: f.__doc__ is data."""\n    "dropped"\n    return 1\n',
+         'def f():\n    """Kept: f.__doc__ is data."""\n    return 1\n'),
+        ('if x:\n    "only a string"\n', "if x:\n    pass\n"),
+        ('s = """a  \n\n\n# not a comment\n"""  # a comment\n', 's = """a  \n\n\n# not a comment\n"""\n'),
+        ("a = 1\n\n\n\n\nb = 2\n", "a = 1\n\nb = 2\n"),
+        ("y = 1; 'x'; z = 2  # cut\n", "y = 1\nz = 2"),  # the text edit would not parse: the tree is unparsed
+        ("def f(:\n  # broken\n", "def f(:\n  # broken\n"),  # never judged: shown as it is
+    ],
+    ids=["comments", "docstring-kept-bare-string-dropped", "empty-body-gets-pass", "string-literal-text-kept",
+         "blank-runs", "unparse-fallback", "does-not-parse"],
+)
+def test_judged_view(code: str, view: str) -> None:
+    assert judged_view(code) == view
 
 
 def test_judge_config_is_validated() -> None:

@@ -416,3 +416,19 @@ def test_the_endpoint_can_come_from_the_environment(tmp_path: Path, monkeypatch:
     assert config["llm_agent"]["api_key"] is None and record(tmp_path / "run")[0]["endpoint"]["key_source"] == "$OPENAI_API_KEY"
     assert summary(tmp_path / "run")["pass@1"] == 1.0
     assert_no_key(tmp_path / "run")
+
+
+def test_samples_the_judge_failed_on_are_dropped_and_counted_like_sandbox_errors() -> None:
+    from baselines.llm_agent import SampleResult, summarize
+
+    def sample(i: int, **kw: Any) -> SampleResult:
+        base: dict[str, Any] = {"problem_id": "t", "sample": i, "turns": 1, "replies": ["ok"], "passed": False,
+                                "tier": "partial", "episode_return": 0.3}  # fmt: skip
+        return SampleResult(**(base | kw))
+
+    results = [sample(0, passed=True, tier="all_tests", episode_return=1.0), sample(1),
+               sample(2, tier="judge_error", episode_return=None, judge_error="the endpoint answered HTTP 500"),
+               sample(3, tier="sandbox_error", episode_return=None, sandbox_error="boom")]  # fmt: skip
+    s = summarize(results, LLMAgentSettings(k=[1], max_turns=1))
+    assert s["samples_judged"] == 2 and s["judge_errors"] == 1 and s["sandbox_errors"] == 1
+    assert s["pass@1"] == pytest.approx(0.5) and s["reward_mean"] == pytest.approx(0.65)

@@ -183,6 +183,23 @@ def test_a_sandbox_failure_truncates_and_is_reported_not_scored() -> None:
     assert "checker failed" in info["sandbox_error"] and info["reward_breakdown"]["tier"] == "sandbox_error"
 
 
+def test_a_failure_of_the_judges_endpoint_truncates_and_is_reported_not_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from code_env.judge import JudgeConfig
+
+    from ._openai_server import KEY, OpenAIServer, Reply
+
+    monkeypatch.setenv("TOKENS_JUDGE_KEY", KEY)
+    with OpenAIServer(lambda body, attempt: Reply(status=503)) as server:
+        judge = JudgeConfig(base_url=server.url, model="m", api_key="${TOKENS_JUDGE_KEY}", weight=0.3, max_retries=0,
+                            mode="live")  # fmt: skip
+        env = make(reward=RewardConfig(judge=judge))
+        env.reset(options={"problem_id": SEVEN_X})
+        _, rewards, terminated, truncated, info = write(env, env.reference_actions())
+    assert (rewards[-1], terminated, truncated) == (0.0, False, True)
+    assert "HTTP 503" in info["judge_error"] and info["sandbox_error"] is None
+    assert info["reward_breakdown"]["tier"] == "judge_error"
+
+
 # -------------------------------------------------------------------------------- seeding
 
 

@@ -149,19 +149,21 @@ def test_a_test_past_its_time_limit_shows_timed_out_after_running() -> None:
 # ------------------------------------------------------------------------- the grader's deadline
 
 
-def test_a_judge_that_answers_late_times_out_and_scores_neutral(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_judge_that_answers_late_times_out_and_the_sample_is_a_judge_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACING_JUDGE_KEY", KEY)
     with OpenAIServer(lambda body, attempt: Reply(content="0.9", delay_s=3.0)) as server:
         judge = JudgeConfig(base_url=server.url, model="slow", api_key="${TRACING_JUDGE_KEY}", weight=0.3,
                             timeout_s=0.5, max_retries=0, mode="live")  # fmt: skip
         env = gym.make("CodeExec-v0", backend="process", reward=RewardConfig(judge=judge), log_dir=str(tmp_path))
         env.reset(seed=0, options={"problem_id": EVENS.problem_id})
-        _, reward, *_, info = env.step(EVENS.reference_solution)
+        _, reward, terminated, truncated, info = env.step(EVENS.reference_solution)
         env.close()
     b = info["reward_breakdown"]
-    assert b["judge_neutral"] and "did not answer within 0.5 s" in b["explanation"]
-    assert reward == pytest.approx(1.0 * (1 - 0.3 * 0.5))
+    assert b["tier"] == "judge_error" and "reward" not in b and not b["judge_neutral"]  # an outage: no verdict, not scored
+    assert "did not answer within 0.5 s" in info["judge_error"] and info["sandbox_error"] is None
+    assert reward == 0.0 and truncated and not terminated  # as for a sandbox error: drop the sample
     (rec,) = read_log(tmp_path)
+    assert rec["judge_error"] == info["judge_error"]
     assert states(rec["transitions"])[-3:] == ["judging", "timed-out", "judged"]
 
 

@@ -74,7 +74,8 @@ def test_reward_called_as_grpo_trainer_calls_it() -> None:
                  trainer_state=TrainerState(), log_extra=logged.log_extra, log_metric=logged.log_metric)  # fmt: skip
     assert rewards == [1.0, -1.0, 1.0, -0.5]
     assert logged.extra == {"code_env_tier": ["all_tests", "syntax_error", "all_tests", "no_attempt"]}
-    assert logged.metrics == {"code_env/solved": [0.5], "code_env/syntax_error": [0.25], "code_env/sandbox_error": [0.0]}
+    assert logged.metrics == {"code_env/solved": [0.5], "code_env/syntax_error": [0.25], "code_env/sandbox_error": [0.0],
+                              "code_env/judge_error": [0.0]}
     assert [g.breakdown.tier for g in fn.last_grades] == logged.extra["code_env_tier"]
 
 

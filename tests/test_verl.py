@@ -25,7 +25,7 @@ EVENS = registry.get(TASKS, "builtin/sum-of-evens")
 FIZZ = registry.get(TASKS, "builtin/fizzbuzz-line")
 WRONG = "def sum_of_evens(nums):\n    return 0\n"
 KEYS = ["score", "tier", "acc", "public_passed", "public_total", "hidden_passed", "hidden_total",
-        "reward_before_judge", "sandbox_error", "explanation"]  # fmt: skip
+        "reward_before_judge", "sandbox_error", "judge_error", "explanation"]  # fmt: skip
 
 
 class Failing:

@@ -68,9 +68,12 @@ class Episode:
 
 def outcome(rec: dict[str, Any]) -> str:
     """How a step ended: its reward tier, ``budget_exhausted`` when a budget cut the episode
-    (the breakdown then holds the last verification's tier), or ``sandbox_error``."""
+    (the breakdown then holds the last verification's tier), ``sandbox_error`` or ``judge_error``
+    (the LLM judge's endpoint failed)."""
     if rec.get("sandbox_error"):
         return "sandbox_error"
+    if rec.get("judge_error"):
+        return "judge_error"
     if rec.get("budget"):
         return "budget_exhausted"
     b = rec.get("reward_breakdown")

@@ -57,6 +57,7 @@ class ReplayReport:
     timing_dependent: int = 0  # re-judged steps cut by a wall-clock budget (in the log or the replay)
     timing_differences: list[Difference] = field(default_factory=list)  # of those, the differing ones
     skipped_sandbox_errors: int = 0  # logged steps where the sandbox itself failed
+    skipped_judge_errors: int = 0  # logged steps where the LLM judge's endpoint failed
     replay_sandbox_errors: list[str] = field(default_factory=list)  # where the sandbox failed in the replay
     incomplete_episodes: int = 0  # not starting at turn 0: cannot be replayed
     tasks_changed: int = 0  # episodes whose task no longer matches the logged fingerprint
@@ -72,6 +73,8 @@ class ReplayReport:
                          f"{len(self.timing_differences)} of them differ (not counted)")  # fmt: skip
         if self.skipped_sandbox_errors:
             lines.append(f"skipped: {self.skipped_sandbox_errors} steps with a sandbox error in the log")
+        if self.skipped_judge_errors:
+            lines.append(f"skipped: {self.skipped_judge_errors} steps with a judge error in the log")
         if self.incomplete_episodes:
             lines.append(f"skipped: {self.incomplete_episodes} episodes that do not start at turn 0")
         if self.replay_sandbox_errors:
@@ -145,6 +148,9 @@ def _replay_episode(ep: Episode, env: CodeExecEnv, report: ReplayReport) -> None
         if step.rec.get("sandbox_error"):  # our failure when logging: nothing to compare with
             report.skipped_sandbox_errors += 1
             break
+        if step.rec.get("judge_error"):  # the judge's endpoint failed when logging: no verdict to compare with
+            report.skipped_judge_errors += 1
+            break
         if ended:
             d = Difference(step.rec["trace_id"], step.where, step.reward, None, outcome(step.rec), None,
                            "the replayed episode had already ended")  # fmt: skip
@@ -154,7 +160,7 @@ def _replay_episode(ep: Episode, env: CodeExecEnv, report: ReplayReport) -> None
         if end is not None:  # the agent said how the generation ended: the env is told again
             env.end_generation(end)
         _, reward, terminated, truncated, info = env.step(step.rec["action"])
-        if info.get("sandbox_error"):
+        if info.get("sandbox_error") or info.get("judge_error"):
             report.replay_sandbox_errors.append(step.where)
             break
         report.steps += 1

@@ -43,9 +43,14 @@ class Stats:
         return self.outcomes["sandbox_error"]
 
     @property
+    def judge_errors(self) -> int:
+        return self.outcomes["judge_error"]
+
+    @property
     def scored(self) -> int:
-        """Finished episodes, less those the sandbox failed (drop, not score, those)."""
-        return self.episodes - self.sandbox_errors
+        """Finished episodes, less those the sandbox or the LLM judge's endpoint failed (drop, not
+        score, those)."""
+        return self.episodes - self.sandbox_errors - self.judge_errors
 
     @property
     def pass_rate(self) -> float:
@@ -60,7 +65,8 @@ class Stats:
     def table(self, max_tasks: int = 20) -> str:
         s = self.scored
         lines = [f"log: {self.files} files, {self.episodes} finished episodes ({self.steps} steps), "
-                 f"{self.unfinished} unfinished, {self.sandbox_errors} with a sandbox error (not scored)"]  # fmt: skip
+                 f"{self.unfinished} unfinished, {self.sandbox_errors} with a sandbox error (not scored)"
+                 + (f", {self.judge_errors} with a judge error (not scored)" if self.judge_errors else "")]  # fmt: skip
         if self.deleted_parts:
             lines.append(f"rotated: the {self.deleted_parts} oldest parts were deleted to keep the log under its cap "
                          "(see deleted-parts.txt)")  # fmt: skip
@@ -131,7 +137,7 @@ def stats(log: str | Path) -> Stats:
         st.episodes += 1
         result = outcome(ep.last.rec)
         st.outcomes[result] += 1
-        if result == "sandbox_error":
+        if result in ("sandbox_error", "judge_error"):
             continue
         st.returns.append(ep.ret)
         st.turns.append(len(ep.steps))
