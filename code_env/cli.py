@@ -15,7 +15,7 @@ when that is not a terminal (``echo 3 | code-env run prog.py``), or ``--stdin FI
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
 failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
 ``replay``: 0 when every re-judged reward matches the log, 1 when some differ. ``tasks validate``:
-1 when a task is rejected. LOG is a trajectory log file or a directory of them.
+1 when a task is rejected (a ``WARNING`` line, e.g. a task without hidden tests, does not reject). LOG is a trajectory log file or a directory of them.
 """
 
 from __future__ import annotations
@@ -221,7 +221,9 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
             shown = [t for t in tasks if pattern in t.problem_id.lower() and (ns.difficulty is None or t.difficulty in ns.difficulty)]
             print(f"{name}: {len(shown)} tasks" + (f" (of {len(tasks)})" if len(shown) != len(tasks) else ""))
             for t in shown:
-                print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
+                capped = "" if t.hidden_tests else "  (top tier all_public: no hidden test)"
+                print(f"  {t.problem_id:45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, "
+                      f"{len(t.hidden_tests)} hidden{capped}")
         return 0
     if ns.tasks_command == "show":
         # the id names its set (builtin/..., HumanEval/..., synthetic:...); a bare name is looked up among the builtin tasks
@@ -236,6 +238,9 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
     with Sandbox(backend=ns.backend) as sb:
         reports = validate(tasks, sb, progress=True)
     bad = [r for r in reports if not r.ok]
+    for r in reports:
+        for w in r.warnings:
+            print(f"WARNING {r.problem_id}: {w}")
     for r in bad:
         print(f"REJECTED {r.problem_id}:")
         for p in r.problems:

@@ -10,7 +10,7 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | no attempt: nothing defined, no entry point, every call returned None, no output (stdio) | ``no_attempt`` = -0.5 |
 | k of n public tests pass | ``partial_max * k / n`` (0 … 0.6) |
 | every public test passes | ``all_public`` = 0.8 |
-| every public and hidden test passes | ``all_tests`` = 1.0 |
+| every public and hidden test passes (a task without hidden tests tops out at ``all_public``) | ``all_tests`` = 1.0 |
 | an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
 | the model stopped at its token or context limit | ``context_window_overflow`` = None: the reply is judged as it is; a number: that reward, unrun |
 | the program tampered with the verifier's result channel | the lowest of ``timeout``, ``oom``, ``no_attempt`` and 0 |

@@ -41,7 +41,7 @@ def reward_table() -> str:
         "every call returned None, or no output on a stdio task (0 gives back the plain ladder)",
         "partial_max": "k of n public tests pass: `partial_max * k / n`",
         "all_public": "every public test passes (hidden ones do not all pass)",
-        "all_tests": "every public and hidden test passes",
+        "all_tests": "every public and hidden test passes (at least one hidden: a task without hidden tests tops out at `all_public`)",
         "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
         "context_window_overflow": "the reply stopped at the model's token or context limit: `None` judges its program as "
         "it is; a number is its reward, unrun (the sample ends in the state `context_window_overflow`)",
@@ -58,7 +58,22 @@ def reward_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table}
+def task_table() -> str:
+    """The shipped task sets (generated ones at their defaults), their tests, and the tasks whose
+    top tier is `all_public` because they have no hidden test (`code-env tasks validate` warns)."""
+    sys.path.insert(0, str(ROOT))
+    import registry
+
+    rows = ["| task set | tasks | public + hidden tests | without a hidden test (top tier `all_public`) |", "|---|---:|---:|---|"]
+    for name in registry.list():
+        tasks = registry.load(name)
+        public, hidden = sum(len(t.public_tests) for t in tasks), sum(len(t.hidden_tests) for t in tasks)
+        capped = [t.problem_id for t in tasks if not t.hidden_tests]
+        rows.append(f"| `{name}` | {len(tasks)} | {public} + {hidden} | {', '.join(f'`{p}`' for p in capped) or 'none'} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table, "registry.tasks": task_table}
 
 
 def main() -> int:

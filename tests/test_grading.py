@@ -114,6 +114,18 @@ def test_reward_tiers_and_feedback() -> None:
     assert "candidate.py" in (crash.feedback[0].traceback or "")
 
 
+def test_a_task_without_hidden_tests_never_gives_the_top_tier() -> None:
+    task = BY_ID["builtin/sum-of-evens"].model_copy(update={"hidden_tests": []})
+    constant = hard_coded(task)  # the public examples, looked up
+    for code in (constant, task.reference_solution):
+        res = g(task, code)
+        assert (res.breakdown.tier, res.reward) == ("all_public", 0.8), res.breakdown
+        assert res.breakdown.explanation.endswith("the task has no hidden test, so all_public is its top tier")
+    env = CodeExecEnv(tasks=[task], executor=get_sandbox("process"), max_turns=3)  # the hidden round after the public one
+    env.reset(seed=0)
+    assert env.step(constant)[1:3] == (0.8, True)
+
+
 def test_stdio_tiers() -> None:
     task = STDIO_TASKS[0]
     assert g(task, "print(:\n").breakdown.tier == "syntax_error"
