@@ -308,7 +308,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     ## Rewards (``RewardConfig``, defaults)
     Single-turn: syntax error -1, timeout -0.5, OOM -0.5, no attempt (nothing defined, no entry
-    point, every call returned None, no output on a stdio task) -0.5, ``0.6 * k/n`` for k of n
+    point, a crash while loading, every call returned None, no output on a stdio task) -0.5, ``0.6 * k/n`` for k of n
     public tests, 0.8 all public, 1.0 all public and hidden; tampering with the verifier's result
     channel earns the lowest of timeout, OOM, no attempt and 0. An LLM judge in the reward config
     scales positive final rewards, exactly as ``code_env.grade`` does (one code path:

@@ -201,8 +201,9 @@ class Verification(BaseModel):
     """Everything a grader needs: per-case results and what went wrong with the run(s).
 
     ``tampered``: why the result channel cannot be believed (none of the answers count);
-    ``no_answer``: the program answered nothing (no entry point, it ended before the tests, every
-    call returned None, or no stdio run printed anything), the "no attempt" of the reward;
+    ``no_answer``: the program answered nothing (no entry point, it raised or ended while being
+    loaded, before any test, every call returned None, or no stdio run printed anything, crashed
+    or not), the "no attempt" of the reward;
     ``program_runs``: how many of ``executions`` ran the program (checker runs follow them)."""
 
     kind: Literal["function", "stdio"] | None = None
@@ -502,8 +503,10 @@ class _FunctionPlan:
             if ch.header.error in ("SyntaxError", "IndentationError", "TabError"):
                 v.syntax_error = text
                 return
-            v.load_error, self.silent = text, False
-            self._rest("error", _short(f"the program failed to load: {text}") or "", _short(ch.header.traceback))
+            # raising while loading answers no call: a "no attempt", not a wrong answer (else a crash
+            # at import would earn more than an empty program); answers of an earlier run still count
+            v.load_error = _short(f"the program failed to load: {text}")
+            self._rest("error", v.load_error or "", _short(ch.header.traceback))
             return
         if isinstance(ch.header, _NoEntryPoint):
             v.load_error = _short(ch.header.reason)
@@ -529,9 +532,13 @@ class _FunctionPlan:
             self.silent = False
             self._rest("missing", "the results went over the output limit")
         else:
-            if res.exit_code != 0:
-                self.silent = False  # a crash, not a program that did nothing
             why = f"exit code {res.exit_code}" if res.exit_code is not None else f"signal {res.signal}"
+            if ch.header is None:  # it ended while loading (os._exit, a signal): a load error, no attempt
+                v.load_error = f"the program stopped while loading, before any test ({why})"
+                self._rest("error", v.load_error)
+                return
+            if res.exit_code != 0:
+                self.silent = False  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
 
     def _record(self, msg: _Result | _CallError) -> None:
@@ -643,7 +650,9 @@ class _StdioPlan:
             v.cases.append(r)
         if not v.syntax_error:
             checks.extend(mine)
-        v.no_answer = all(r.exit_code == 0 and not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
+        # no output on any test, whatever the exit status: a stdio program's run is all "loading", so
+        # one that crashes before printing anything answered nothing (as a function task's load error)
+        v.no_answer = all(not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
         return v
 
 

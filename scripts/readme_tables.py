@@ -37,8 +37,9 @@ def reward_table() -> str:
         "syntax_error": "the program does not compile",
         "timeout": "a public test ran out of time (and not all passed)",
         "oom": "the program ran out of memory (and not all public tests passed)",
-        "no_attempt": "the program answered nothing: nothing defined, no entry point, it exited before the tests, "
-        "every call returned None, or no output on a stdio task (0 gives back the plain ladder)",
+        "no_attempt": "the program answered nothing: nothing defined, no entry point, it raised, exited or died while "
+        "loading (before any test), every call returned None, or no output on a stdio task, crashed or not "
+        "(0 gives back the plain ladder)",
         "partial_max": "k of n public tests pass: `partial_max * k / n`",
         "all_public": "every public test passes (hidden ones do not all pass)",
         "all_tests": "every public and hidden test passes (at least one hidden: a task without hidden tests tops out at `all_public`)",

@@ -250,9 +250,16 @@ NO_ATTEMPT_FUNCTION = {
     "forgot-to-return": "def sum_of_evens(nums):\n    print(sum(n for n in nums if n % 2 == 0))\n",
     "exits-while-loading": "import sys\nsys.exit(0)\n",
     "os-exit-while-loading": "import os\nos._exit(0)\n",
+    # raising or dying while being loaded answers no call either (it used to earn 0.0, above -0.5)
+    "raises-while-loading": "import nope\n",
+    "raises-after-defining": "def sum_of_evens(nums):\n    return sum(nums)\nraise ValueError('boom')\n",
+    "exits-3-while-loading": "import sys\nsys.exit(3)\n",
+    "os-exit-1-while-loading": "import os\nos._exit(1)\n",
+    "kills-itself-while-loading": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
 }  # fmt: skip
 NO_ATTEMPT_STDIO = {"empty": "", "pass": "pass\n", "reads-and-says-nothing": "import sys\nsys.stdin.read()\n",
-                    "blank-line": "print()\n"}  # fmt: skip
+                    "blank-line": "print()\n", "crashes": "raise SystemExit(3)\n", "raises": "1 / 0\n",
+                    "kills-itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(NO_ATTEMPT_FUNCTION))
@@ -274,11 +281,15 @@ def test_no_attempt_is_configurable_and_0_gives_back_the_plain_ladder() -> None:
     assert grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=-0.2)).reward == -0.2
     plain = grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=0.0))
     assert plain.reward == 0.0 == g(task, wrong_answer(task)).reward
-    # what answers something is not "no attempt": a crash, a wrong answer, a timeout
+    # what answers something is not "no attempt": a call that raises, a wrong answer, output then a crash
     assert g(task, "def sum_of_evens(nums):\n    raise ValueError('no')\n").breakdown.tier == "partial"
-    assert g(task, "import nope\n").breakdown.tier == "partial"
     assert g(task, wrong_answer(task)).breakdown.tier == "partial"
-    assert g(BY_ID["builtin/fizzbuzz-line"], "raise SystemExit(3)\n").breakdown.tier == "partial"
+    assert g(BY_ID["builtin/fizzbuzz-line"], "print('x')\nraise SystemExit(3)\n").breakdown.tier == "partial"
+    # a load error is the no-attempt floor, and says so (its traceback is in the feedback)
+    crash = g(task, "import nope\n")
+    assert crash.breakdown.explanation == "no attempt: the program failed to load: ModuleNotFoundError: No module named 'nope'"
+    assert all(c.status == "error" and "nope" in (c.traceback or "") for c in crash.feedback)
+    assert grade(task, "import nope\n", sandbox=sb, config=RewardConfig(no_attempt=0.0)).reward == 0.0
 
 
 # ------------------------------------------------------------------ one path, one more try
