@@ -43,7 +43,9 @@ def reward_table() -> str:
         "partial_max": "k of n public tests pass: `partial_max * k / n`",
         "all_public": "every public test passes (hidden ones do not all pass)",
         "all_tests": "every public and hidden test passes (at least one hidden: a task without hidden tests tops out at `all_public`)",
-        "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
+        "budget_exhausted": "an episode budget (characters, turn time, episode clock) cut the episode short: at most this, "
+        "and never above the tier of the program it stopped or of the episode's last one; out of turns, the last "
+        "program keeps its own tier",
         "context_window_overflow": "the reply stopped at the model's token or context limit: `None` judges its program as "
         "it is; a number is its reward, unrun (the sample ends in the state `context_window_overflow`)",
         "process_bonus": "per verified revision in a multi-turn episode",
