@@ -348,7 +348,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     per run, resumed after each answer); ``render_mode="rgb_array"``; ``render()`` shows the failing
     public tests and their errors; a HumanEval prompt shows its code once (it was twice, as prompt
     and as starter code); running out of turns keeps the last program's tier, and a budget end is
-    capped at the tier of the program it stopped (it was -0.1 whatever the program did).
+    capped at the tier of the program it stopped (it was -0.1 whatever the program did); a call
+    that fails after 80 % of its limit is a timeout; a crash while loading is no attempt; a task
+    without hidden tests tops out at all_public.
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")

@@ -26,6 +26,14 @@ can find the nonce and write result lines of its own):
   resumed from the first unanswered call in a fresh run; a run stopped before its first answer
   means that call is too slow: it times out and the remaining calls are skipped. So an infinite
   loop costs one per-test limit plus start-up, not the sum of all limits.
+* **a call that spends its budget and then fails is a timeout**: a too-slow program could arm its
+  own timer (``signal.alarm``, a thread calling ``_thread.interrupt_main``, ``os._exit``) and raise
+  or quit just before the limit, turning the timeout tier into a wrong answer's 0. So a call that
+  ends in an error, or ends its run, after ``SLOW_FRACTION`` of the per-test limit is a timeout.
+  Its time is the larger of what the driver measured and the host's evidence: the run's CPU time
+  (the sandbox's clock) not accounted for by the other calls' reported times, less ``LOAD_CPU_S``
+  for start-up. Reported times that add up to more than the run's wall clock are tampering. A
+  fast wrong answer is still a wrong answer.
 * **a special checker that fails on a candidate's output** is the candidate's failure; only a
   checker that also fails on the reference's outputs (the expected values) is a task defect
   (``sandbox_error``).
@@ -52,6 +60,9 @@ MAX_LINE_CHARS = 2 * MAX_VALUE_CHARS + (16 << 10)  # a result line: the value, e
 MAX_DEPTH = 100  # nesting of a returned value
 DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
 START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
+SLOW_FRACTION = 0.8  # a call that ends in an error (or ends the run) after this much of its limit is a timeout
+LOAD_CPU_S = 0.1  # CPU time a run may spend outside the calls it reports (start-up, loading) before it counts
+REPORT_SLACK_S = 0.05  # how far the per-call times a run reports may exceed the run's wall clock
 CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
 CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
 
@@ -512,8 +523,18 @@ class _FunctionPlan:
             v.load_error = _short(ch.header.reason)
             self._rest("missing", v.load_error or "")
             return
+        reported = sum(msg.s for msg in ch.calls)
+        if reported > res.execution_time_ms / 1000 + REPORT_SLACK_S:
+            v.tampered = (f"the per-call times the program reported ({reported:.3f} s) add up to more than the "
+                          f"sandbox measured for the whole run ({res.execution_time_ms / 1000:.3f} s)")  # fmt: skip
+            return
+        # CPU time the host measured that no reported call accounts for: start-up, loading, or time
+        # a program hid from the driver's clock; any of it may belong to a call that failed
+        unexplained = max(0.0, res.cpu_time_ms / 1000 - reported - LOAD_CPU_S)
         for msg in ch.calls:
             self._record(msg)
+            if isinstance(msg, _CallError):
+                self._slow_error(msg.i, msg.s + unexplained, "raised")
         self.next = start + len(ch.calls)
         if ch.ended or self.next == n:
             return
@@ -533,6 +554,9 @@ class _FunctionPlan:
             self._rest("missing", "the results went over the output limit")
         else:
             why = f"exit code {res.exit_code}" if res.exit_code is not None else f"signal {res.signal}"
+            if ch.header is not None and self._slow_error(self.next, unexplained, f"ended its run ({why})"):
+                self._rest("skipped", "not run: an earlier test ran out of time")
+                return
             if ch.header is None:  # it ended while loading (os._exit, a signal): a load error, no attempt
                 v.load_error = f"the program stopped while loading, before any test ({why})"
                 self._rest("error", v.load_error)
@@ -540,6 +564,17 @@ class _FunctionPlan:
             if res.exit_code != 0:
                 self.silent = False  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
+
+    def _slow_error(self, i: int, spent_s: float, how: str) -> bool:
+        """Call ``i`` failed after ``spent_s``: a timeout when that is most of its limit (the
+        program stopped itself short of the sandbox's limit). Whether it was."""
+        limit = self.task.timeout_s
+        if spent_s < SLOW_FRACTION * limit:
+            return False
+        self.v.timeout, self.silent = True, False
+        self._set(i, "timeout", f"the call {how} after {spent_s:.2f} s, {SLOW_FRACTION:.0%} or more of the time limit of "
+                                f"{limit:g} s: too slow (stopping itself short of the limit does not make it faster)")  # fmt: skip
+        return True
 
     def _record(self, msg: _Result | _CallError) -> None:
         case = self.cases[msg.i]

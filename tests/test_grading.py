@@ -368,3 +368,56 @@ def test_every_entry_point_gives_the_same_judged_reward(tmp_path: Path, monkeypa
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ------------------------------------------------------------- a timeout cannot be dodged
+
+# A correct but too-slow solution: it computes forever (the honest version runs out of time), or
+# arms its own timer and fails just before the limit, hoping for a wrong answer's 0 instead of -0.5.
+SLOW = "def sum_of_evens(nums):\n    while True:\n        pass\n"
+DODGES = {
+    "alarm-raises": "import signal\ndef _late(*a):\n    raise TimeoutError('not mine')\nsignal.signal(signal.SIGALRM, _late)\n"
+                    "def sum_of_evens(nums):\n    signal.setitimer(signal.ITIMER_REAL, 0.9)\n    while True:\n        pass\n",
+    # its own CPU clock (the one the sandbox's limit counts): compute, and give up at 92 % of it
+    "cpu-clock-raises": "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                        "    while time.process_time() - t < 0.92:\n        pass\n    raise ValueError('wrong, not slow')\n",
+    "thread-interrupts-main": "import _thread, threading\ndef sum_of_evens(nums):\n"
+                              "    threading.Timer(0.9, _thread.interrupt_main).start()\n    while True:\n        pass\n",
+    "cpu-clock-exits": "import os, time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                       "    while time.process_time() - t < 0.92:\n        pass\n    os._exit(1)\n",
+    # and hides the time from the driver: it moves the driver's start mark up to the moment it raises
+    "hides-its-time": "import ctypes, sys, time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                      "    while time.process_time() - t < 0.95:\n        pass\n    f = sys._getframe(1)\n"
+                      "    f.f_locals['t'] = time.perf_counter()\n"
+                      "    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(f), ctypes.c_int(0))\n"
+                      "    raise ValueError('fast, honestly')\n",
+}  # fmt: skip
+
+
+def slow_task() -> Task:
+    return BY_ID["builtin/sum-of-evens"].model_copy(update={"timeout_s": 1.0})
+
+
+def test_a_too_slow_program_times_out() -> None:
+    res = grade(slow_task(), SLOW, sandbox=get_sandbox("process"), hidden=False)
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5)
+
+
+@pytest.mark.parametrize("name", list(DODGES))
+def test_a_too_slow_program_that_stops_itself_before_the_limit_still_times_out(name: str) -> None:
+    res = grade(slow_task(), DODGES[name], sandbox=get_sandbox("process"), hidden=False)
+    assert res.sandbox_error is None
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5), (res.breakdown, [c.error for c in res.feedback])
+    assert res.feedback[0].status == "timeout" and "or more of the time limit" in (res.feedback[0].error or "")
+
+
+def test_a_fast_wrong_answer_still_earns_0_and_an_overstated_time_is_tampering() -> None:
+    task = slow_task()
+    fast = g(task, "def sum_of_evens(nums):\n    raise ValueError('fast and wrong')\n")
+    assert (fast.breakdown.tier, fast.reward) == ("partial", 0.0)
+    # times it did not spend, claimed by moving the driver's start mark back
+    claim = ("import ctypes, sys\ndef sum_of_evens(nums):\n    f = sys._getframe(1)\n    f.f_locals['t'] -= 50.0\n"
+             "    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(f), ctypes.c_int(0))\n"
+             "    return sum(n for n in nums if n % 2 == 0)\n")  # fmt: skip
+    res = g(task, claim)
+    assert res.breakdown.tier == "tampered" and "add up to more than" in res.breakdown.explanation
