@@ -23,8 +23,10 @@ can find the nonce and write result lines of its own):
   (wall clock and CPU, enforced by the sandbox). Every answer a run gave was therefore computed
   within one per-test limit, whatever timings the program reports (they are informational,
   ``CaseResult.elapsed_ms``, never a verdict). A run stopped by its budget after some answers is
-  resumed from the first unanswered call in a fresh run; a run stopped before its first answer
-  means that call is too slow: it times out and the remaining calls are skipped. So an infinite
+  resumed from the first unanswered call in a fresh run; a run stopped before its first answer, or
+  whose call in flight had most of its limit by the host's clocks (``_stalled``: a program that
+  answers one call per process and then stalls), means that call is too slow: it times out and
+  the remaining calls are skipped. So an infinite
   loop costs one per-test limit plus start-up, not the sum of all limits.
 * **a call that spends its budget and then fails is a timeout**: a too-slow program could arm its
   own timer (``signal.alarm``, a thread calling ``_thread.interrupt_main``, ``os._exit``) and raise
@@ -539,7 +541,9 @@ class _FunctionPlan:
         if ch.ended or self.next == n:
             return
         if res.timeout_hit:
-            if ch.calls:  # progress: the rest gets a budget of its own
+            # progress: the rest gets a budget of its own, unless the call in flight had most of its
+            # limit by the host's clocks (answer one call, then stall until killed, in every process)
+            if ch.calls and not self._stalled(res, reported, unexplained):
                 self.want = True
                 return
             v.timeout, self.silent = True, False
@@ -564,6 +568,18 @@ class _FunctionPlan:
             if res.exit_code != 0:
                 self.silent = False  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
+
+    def _stalled(self, res: ExecutionResult, reported: float, unexplained: float) -> bool:
+        """A run stopped by its budget after some answers: did the call in flight have
+        ``SLOW_FRACTION`` of its limit? Its time, by the host's clocks: the run's CPU time that the
+        answered calls' reported times do not account for (less start-up), and, when the run was
+        idle at the kill (it slept: ``timeout_kind == "wall"``, no wait for a CPU to stretch it),
+        the wall clock left after them. A run that gave many fast answers before the budget cut a
+        call short is resumed as before."""
+        spent = unexplained
+        if res.timeout_kind == "wall":
+            spent = max(spent, res.execution_time_ms / 1000 - reported - START_UP_S)
+        return spent >= SLOW_FRACTION * self.task.timeout_s
 
     def _slow_error(self, i: int, spent_s: float, how: str) -> bool:
         """Call ``i`` failed after ``spent_s``: a timeout when that is most of its limit (the

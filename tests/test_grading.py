@@ -421,3 +421,32 @@ def test_a_fast_wrong_answer_still_earns_0_and_an_overstated_time_is_tampering()
              "    return sum(n for n in nums if n % 2 == 0)\n")  # fmt: skip
     res = g(task, claim)
     assert res.breakdown.tier == "tampered" and "add up to more than" in res.breakdown.explanation
+
+
+# ----------------------------------------------------------------- answer, then stall
+
+EVENS_BODY = "    return sum(n for n in nums if n % 2 == 0)\n"
+STALLS = {
+    # every process answers its first call, then sleeps (or burns CPU) until the sandbox kills it:
+    # resumed run after run, that was 1.0 for (tests) x (limit + start-up) of the machine's time
+    "sleeps": "import time\nseen = []\ndef sum_of_evens(nums):\n    seen.append(1)\n    if len(seen) > 1:\n"
+              "        time.sleep(100)\n" + EVENS_BODY,
+    "burns-cpu": "seen = []\ndef sum_of_evens(nums):\n    seen.append(1)\n    if len(seen) > 1:\n        while True:\n"
+                 "            pass\n" + EVENS_BODY,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(STALLS))
+def test_answering_one_call_per_process_then_stalling_is_a_timeout(name: str) -> None:
+    res = grade(slow_task(), STALLS[name], sandbox=get_sandbox("process"))
+    assert res.sandbox_error is None
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5), res.breakdown
+    assert [c.status for c in res.feedback] == ["passed", "timeout", "skipped"]
+
+
+def test_a_program_slow_on_every_call_but_within_the_limit_is_still_resumed_to_1() -> None:
+    # each call spends 0.3 s of CPU of its 1 s: three fit in a run, the fourth is cut short and resumed
+    slow = "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n    while time.process_time() - t < 0.3:\n" \
+           "        pass\n" + EVENS_BODY
+    res = grade(slow_task(), slow, sandbox=get_sandbox("process"))
+    assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0), res.breakdown
