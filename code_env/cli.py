@@ -15,7 +15,7 @@ when that is not a terminal (``echo 3 | code-env run prog.py``), or ``--stdin FI
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
 failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
 ``replay``: 0 when every re-judged reward matches the log, 1 when some differ. ``tasks validate``:
-1 when a task is rejected. LOG is a trajectory log file or a directory of them.
+1 when a task is rejected (a ``WARNING`` line, e.g. a task without hidden tests, does not reject). LOG is a trajectory log file or a directory of them.
 
 What a person reads (every output but ``--json``, and the error lines) shows control, bidi,
 zero-width and other invisible characters escaped (``code_env._visible``): a program cannot
@@ -227,7 +227,9 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
             print(visible(f"{name}: {len(shown)} tasks", keep_newlines=False)
                   + (f" (of {len(tasks)})" if len(shown) != len(tasks) else ""))  # fmt: skip
             for t in shown:
-                print(f"  {visible(t.problem_id, keep_newlines=False):45} {t.kind:8} difficulty {t.difficulty}  {len(t.public_tests)} public, {len(t.hidden_tests)} hidden")
+                capped = "" if t.hidden_tests else "  (top tier all_public: no hidden test)"
+                print(f"  {visible(t.problem_id, keep_newlines=False):45} {t.kind:8} difficulty {t.difficulty}  "
+                      f"{len(t.public_tests)} public, {len(t.hidden_tests)} hidden{capped}")
         return 0
     if ns.tasks_command == "show":
         # the id names its set (builtin/..., HumanEval/..., synthetic:...); a bare name is looked up among the builtin tasks
@@ -242,6 +244,9 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
     with Sandbox(backend=ns.backend) as sb:
         reports = validate(tasks, sb, progress=True)
     bad = [r for r in reports if not r.ok]
+    for r in reports:
+        for w in r.warnings:
+            print(f"WARNING {visible(r.problem_id, keep_newlines=False)}: {visible(w)}")
     for r in bad:
         print(f"REJECTED {visible(r.problem_id, keep_newlines=False)}:")
         for p in r.problems:

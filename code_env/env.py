@@ -314,14 +314,18 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     ## Rewards (``RewardConfig``, defaults)
     Single-turn: syntax error -1, timeout -0.5, OOM -0.5, no attempt (nothing defined, no entry
-    point, every call returned None, no output on a stdio task) -0.5, ``0.6 * k/n`` for k of n
+    point, a crash while loading, every call returned None, no output on a stdio task) -0.5, ``0.6 * k/n`` for k of n
     public tests, 0.8 all public, 1.0 all public and hidden; tampering with the verifier's result
     channel earns the lowest of timeout, OOM, no attempt and 0. An LLM judge in the reward config
     scales positive final rewards, exactly as ``code_env.grade`` does (one code path:
     ``code_env.grading.score_rounds``). Multi-turn: intermediate steps earn only the process
     bonus (0.05 when the public pass count improves, at most 0.1 per episode); the step that passes
     every public test earns its tier minus the bonus already paid (a solved episode returns exactly
-    its tier, so failing on purpose first never pays). Any exhausted budget: -0.1. A failure of
+    its tier, so failing on purpose first never pays). The ladder holds at every episode's end:
+    when the turns run out, the last program keeps its tier (less the bonus paid), so two syntax
+    errors return -1, not -0.1; any other exhausted budget (characters, turn time, episode clock)
+    returns ``min(budget_exhausted, tier)`` = at most -0.1, the tier being that of the program it
+    stopped, else of the episode's last program (none run yet: -0.1). A failure of
     the sandbox itself (run once more by the grader): reward 0, the episode is truncated and
     ``info["sandbox_error"]`` says why; drop such samples. The same for a failure of the LLM
     judge's endpoint (timeout, no connection, HTTP 5xx/429 after its retries; tier
@@ -330,7 +334,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     ## Episode end
     ``terminated``: single-turn after the step; multi-turn when every public test passes.
     ``truncated``: a budget ran out (turns, characters per action, execution time per turn, wall
-    clock per episode; ``info["budget"]`` names it) or the sandbox or the LLM judge's endpoint failed.
+    clock per episode; ``info["budget"]`` names it) or the sandbox or the LLM judge's endpoint
+    failed. ``info["reward_breakdown"]`` is the last program's (``budget_exhausted`` when the action
+    did not run); the step's reward is ``info["step_reward"]``.
 
     ## Arguments
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``task_params``, ``sampling``
@@ -351,7 +357,11 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     public tests and their errors; a HumanEval prompt shows its code once (it was twice, as prompt
     and as starter code); a failure of the LLM judge's endpoint is no longer a neutral score but
     ``judge_error`` (0, truncated, dropped like a sandbox failure), and the judge reads all the
-    code that runs, whatever its length (past its window: unjudged, score 0).
+    code that runs, whatever its length (past its window: unjudged, score 0); running out of turns
+    keeps the last program's tier, and a budget end is capped at the tier of the program it
+    stopped (it was -0.1 whatever the program did); a call that fails after 80 % of its limit is a
+    timeout; a crash while loading is no attempt; a task without hidden tests tops out at
+    all_public.
 
     >>> import gymnasium as gym, code_env
     >>> env = gym.make("CodeExec-v0")
@@ -399,6 +409,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._started = 0.0
         self._best_passed = 0
         self._bonus_paid = 0.0
+        self._last_tier_reward: float | None = None  # the tier reward of the episode's last program run
         self._obs: dict[str, Any] | None = None
         self._cases: list[CaseResult] = []  # the last turn's public tests, for render()
         self._transitions: list[tuple[str, float]] = []
@@ -420,6 +431,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self._started = time.monotonic()
         self._best_passed = 0
         self._bonus_paid = 0.0
+        self._last_tier_reward = None
         self._transitions = [("generating", time.time())]
         self._generation = None
         self._obs = self._observation(None, None)
@@ -518,15 +530,16 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             reward, truncated = 0.0, True
         elif cfg.turn_time_s is not None and sum(r.execution_time_ms for r in executions) > cfg.turn_time_s * 1000:
             self._transitions.insert(len(self._transitions) - 1, ("timed-out", self._transitions[-1][1]))  # before "judged"
-            reward, truncated, budget = cfg.reward.budget_exhausted, True, "turn_time"
+            reward, truncated, budget = self._cut_short(breakdown.reward), True, "turn_time"
         elif single:
             assert breakdown.reward is not None
             reward, terminated = breakdown.reward, True
         elif breakdown.tier in ("all_public", "all_tests"):
             assert breakdown.reward is not None
             reward, terminated = breakdown.reward - self._bonus_paid, True
-        elif self._turn + 1 >= cfg.max_turns:
-            reward, truncated, budget = cfg.reward.budget_exhausted, True, "turns"
+        elif self._turn + 1 >= cfg.max_turns:  # the last turn's program keeps its tier: the ladder holds at the end
+            assert breakdown.reward is not None
+            reward, truncated, budget = breakdown.reward - self._bonus_paid, True, "turns"
         else:
             reward = 0.0
             if pub.passed > self._best_passed:
@@ -534,6 +547,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
                 self._bonus_paid += reward
             self._best_passed = max(self._best_passed, pub.passed)
         reward = round(float(reward), 6)
+        if not (sandbox_error or judge_error):
+            self._last_tier_reward = breakdown.reward
         if self.curriculum is not None and (terminated or truncated) and not (sandbox_error or judge_error):
             self.curriculum.update(task, breakdown.tier == "all_tests")
         self._obs = self._observation(pub, summary)
@@ -574,10 +589,22 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             update["timeout_s"] = min(update.get("timeout_s", task.timeout_s), self.config.turn_time_s)
         return task.model_copy(update=update) if update else task
 
+    def _cut_short(self, tier_reward: float | None) -> float:
+        """The step reward of a budget that cuts the episode short: ``budget_exhausted``, but never
+        above the tier of the program it stopped (a too-slow turn) or, for an action that did not
+        run (too long, past the episode's clock), the tier of the episode's last program; less the
+        process bonus already paid. So the episode returns ``min(budget_exhausted, tier)``: a
+        budget never turns a syntax error (-1) or a timeout (-0.5) into -0.1. With no program run
+        yet, ``budget_exhausted``."""
+        cap = self.config.reward.budget_exhausted
+        return (cap if tier_reward is None else min(cap, tier_reward)) - self._bonus_paid
+
     def _budget_end(self, action: str, budget: Budget, why: str) -> StepResult:
         assert self._task is not None
-        reward = self.config.reward.budget_exhausted
-        breakdown = RewardBreakdown(tier="budget_exhausted", reward=reward, explanation=why)
+        reward = round(self._cut_short(self._last_tier_reward), 6)
+        if self._last_tier_reward is not None and self._last_tier_reward < self.config.reward.budget_exhausted:
+            why += f"; capped at the tier of the episode's last program ({self._last_tier_reward:g})"
+        breakdown = RewardBreakdown(tier="budget_exhausted", reward=round(reward + self._bonus_paid, 6), explanation=why)
         # fresh arrays: the caller may hold (and mutate) the previous observation's, e.g. reset's
         obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
         obs["stderr"] = _clip(f"budget exhausted: {why}\n")

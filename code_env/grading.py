@@ -139,7 +139,9 @@ class Grade(BaseModel):
 
 def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
     """The reward tier of a verification (public, and hidden when it ran), before any judge. A
-    program that does not compile has no hidden verdict: its hidden run, if any, is ignored."""
+    program that does not compile has no hidden verdict: its hidden run, if any, is ignored.
+    ``all_tests`` needs at least one hidden test passed: a task without hidden tests tops out at
+    ``all_public`` (its public tests are in the prompt, so an answer copied from there passes them)."""
     if public.syntax_error:
         hidden = None
     pp, pt = public.passed, public.total
@@ -156,9 +158,11 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
         why = f"the program tampered with the verifier's result channel ({tampered[0]}): none of its answers count"
         return RewardBreakdown(tier="tampered", reward=config.tampered, explanation=why, **counts)
     if pt and pp == pt:
-        if hidden is not None and hp == ht:  # a task without hidden tests: its public ones are all
+        if hidden is not None and ht and hp == ht:
             return RewardBreakdown(tier="all_tests", reward=config.all_tests, explanation="every public and hidden test passed", **counts)
-        why = "every public test passed" + (f"; {hp}/{ht} hidden" if hidden is not None else "")
+        # no hidden test, no top tier: a constant copied from the prompt's examples passes the public ones
+        why = "every public test passed" + ((f"; {hp}/{ht} hidden" if ht else "; the task has no hidden test, so "
+                                             "all_public is its top tier") if hidden is not None else "")  # fmt: skip
         return RewardBreakdown(tier="all_public", reward=config.all_public, explanation=why, **counts)
     if public.timeout or any(c.status == "timeout" for c in public.cases):
         return RewardBreakdown(tier="timeout", reward=config.timeout, explanation="a public test ran out of time", **counts)

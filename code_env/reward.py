@@ -7,10 +7,10 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | the program does not compile | ``syntax_error`` = -1.0 |
 | a public test ran out of time (and not all public tests passed) | ``timeout`` = -0.5 |
 | a public test ran out of memory (and not all passed) | ``oom`` = -0.5 |
-| no attempt: nothing defined, no entry point, every call returned None, no output (stdio) | ``no_attempt`` = -0.5 |
+| no attempt: nothing defined, no entry point, it raised or died while loading (before any test), every call returned None, no output (stdio, crashed or not) | ``no_attempt`` = -0.5 |
 | k of n public tests pass | ``partial_max * k / n`` (0 … 0.6) |
 | every public test passes | ``all_public`` = 0.8 |
-| every public and hidden test passes | ``all_tests`` = 1.0 |
+| every public and hidden test passes (a task without hidden tests tops out at ``all_public``) | ``all_tests`` = 1.0 |
 | an episode budget ran out | ``budget_exhausted`` = -0.1 (slightly below a plain failure, 0) |
 | the model stopped at its token or context limit | ``context_window_overflow`` = None: the reply is judged as it is; a number: that reward, unrun |
 | the program tampered with the verifier's result channel | the lowest of ``timeout``, ``oom``, ``no_attempt`` and 0 |
@@ -18,7 +18,8 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | a failure of the LLM judge's endpoint (timeout, no connection, HTTP 5xx/429 after retries) | no reward (``None``, tier ``judge_error``): dropped like a sandbox failure |
 
 ``no_attempt`` closes the floor-score shortcut: answering with nothing earns no more than running
-out of time (by default), and less than answering wrongly; ``no_attempt = 0`` gives back the plain
+out of time (by default), and less than answering wrongly; a crash while loading is no answer
+either (else ``raise`` at import would beat an empty program); ``no_attempt = 0`` gives back the plain
 ladder.
 
 With an LLM judge (``judge``, weight ``w`` <= 0.3), a positive reward ``r`` becomes

@@ -76,7 +76,9 @@ def choose_public(cases: Sequence[TestCase], n_public: int, kind: str = "functio
     order), chosen one at a time: each time the test that leaves the fewest trivial answers
     passing every public test so far, then the fewest single constants (the expected value of
     some test), then the earliest. So the first tests stay public unless a later one is needed.
-    Tests with a special checker cannot be judged here and count as rejecting nothing."""
+    Tests with a special checker cannot be judged here and count as rejecting nothing. Of two or
+    more tests at least one stays hidden whatever ``n_public`` asks (without a hidden test the top
+    tier is out of reach: ``code_env.grading.aggregate``); a single test is public."""
     trivial = list(trivial_answers(kind).values())
     constants = [_constant(c.expected_stdout if kind == "stdio" else c.expected) for c in cases]
     kills = [[c.checker is None and not passes(c, a) for a in trivial + constants] for c in cases]
@@ -87,7 +89,7 @@ def choose_public(cases: Sequence[TestCase], n_public: int, kind: str = "functio
     def after(alive: list[bool], i: int) -> list[bool]:
         return [a and not k for a, k in zip(alive, kills[i], strict=True)]
 
-    for _ in range(min(n_public, len(cases))):
+    for _ in range(min(n_public, max(1, len(cases) - 1))):
         rank = {i: after(alive, i) for i in range(len(cases)) if i not in chosen}
         pick = min(rank, key=lambda i: (sum(rank[i][:n_trivial]), sum(rank[i][n_trivial:]), i))
         alive = rank[pick]

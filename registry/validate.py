@@ -1,21 +1,34 @@
 """Admission of tasks: a task is admitted only if its reference solution passes all its tests in
-the sandbox, twice, with the same outcome — the verifier is verified before it judges anyone."""
+the sandbox, twice, with the same outcome — the verifier is verified before it judges anyone.
+A task admitted with a flaw that caps its reward (no hidden test: its top tier is ``all_public``)
+carries a warning, not a rejection."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .schema import Task
 from .verify import Job, Runner, Verification, verify_many
 
+NO_HIDDEN_TEST = ("no hidden test: its top tier is all_public (an answer copied from the prompt's examples "
+                  "would earn all_tests otherwise); give it a second test to keep hidden")
+
 
 class TaskReport(BaseModel):
+    """``problems`` reject the task; ``warnings`` admit it, with what they say."""
+
     problem_id: str
     ok: bool
     problems: list[str]
+    warnings: list[str] = Field(default_factory=list)
+
+
+def warnings_of(task: Task) -> list[str]:
+    """What admits a task but caps what it can teach (no I/O: ``tasks list`` shows them too)."""
+    return [] if task.hidden_tests else [NO_HIDDEN_TEST]
 
 
 def _summary(v: Verification) -> tuple[object, ...]:
@@ -37,7 +50,7 @@ def _report(task: Task, runs: list[tuple[str, Verification]]) -> TaskReport:
         a, b = [_summary(v) for w, v in runs if w == which]
         if a != b and not any("sandbox error" in p for p in problems):
             problems.append(f"{which}: the outcome differs between two runs of the reference (nondeterministic test?)")
-    return TaskReport(problem_id=task.problem_id, ok=not problems, problems=sorted(set(problems)))
+    return TaskReport(problem_id=task.problem_id, ok=not problems, problems=sorted(set(problems)), warnings=warnings_of(task))
 
 
 def validate(tasks: Iterable[Task], sandbox: Runner, *, progress: bool = False, batch: int = 16) -> list[TaskReport]:

@@ -23,9 +23,19 @@ can find the nonce and write result lines of its own):
   (wall clock and CPU, enforced by the sandbox). Every answer a run gave was therefore computed
   within one per-test limit, whatever timings the program reports (they are informational,
   ``CaseResult.elapsed_ms``, never a verdict). A run stopped by its budget after some answers is
-  resumed from the first unanswered call in a fresh run; a run stopped before its first answer
-  means that call is too slow: it times out and the remaining calls are skipped. So an infinite
+  resumed from the first unanswered call in a fresh run; a run stopped before its first answer, or
+  whose call in flight had most of its limit by the host's clocks (``_stalled``: a program that
+  answers one call per process and then stalls), means that call is too slow: it times out and
+  the remaining calls are skipped. So an infinite
   loop costs one per-test limit plus start-up, not the sum of all limits.
+* **a call that spends its budget and then fails is a timeout**: a too-slow program could arm its
+  own timer (``signal.alarm``, a thread calling ``_thread.interrupt_main``, ``os._exit``) and raise
+  or quit just before the limit, turning the timeout tier into a wrong answer's 0. So a call that
+  ends in an error, or ends its run, after ``SLOW_FRACTION`` of the per-test limit is a timeout.
+  Its time is the larger of what the driver measured and the host's evidence: the run's CPU time
+  (the sandbox's clock) not accounted for by the other calls' reported times, less ``LOAD_CPU_S``
+  for start-up. Reported times that add up to more than the run's wall clock are tampering. A
+  fast wrong answer is still a wrong answer.
 * **a special checker that fails on a candidate's output** is the candidate's failure; only a
   checker that also fails on the reference's outputs (the expected values) is a task defect
   (``sandbox_error``).
@@ -53,6 +63,9 @@ MAX_LINE_CHARS = 2 * MAX_VALUE_CHARS + (16 << 10)  # a result line: the value, e
 MAX_DEPTH = 100  # nesting of a returned value
 DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
 START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
+SLOW_FRACTION = 0.8  # a call that ends in an error (or ends the run) after this much of its limit is a timeout
+LOAD_CPU_S = 0.1  # CPU time a run may spend outside the calls it reports (start-up, loading) before it counts
+REPORT_SLACK_S = 0.05  # how far the per-call times a run reports may exceed the run's wall clock
 CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
 CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
 
@@ -202,8 +215,9 @@ class Verification(BaseModel):
     """Everything a grader needs: per-case results and what went wrong with the run(s).
 
     ``tampered``: why the result channel cannot be believed (none of the answers count);
-    ``no_answer``: the program answered nothing (no entry point, it ended before the tests, every
-    call returned None, or no stdio run printed anything), the "no attempt" of the reward;
+    ``no_answer``: the program answered nothing (no entry point, it raised or ended while being
+    loaded, before any test, every call returned None, or no stdio run printed anything, crashed
+    or not), the "no attempt" of the reward;
     ``program_runs``: how many of ``executions`` ran the program (checker runs follow them)."""
 
     kind: Literal["function", "stdio"] | None = None
@@ -518,20 +532,34 @@ class _FunctionPlan:
             if ch.header.error in ("SyntaxError", "IndentationError", "TabError"):
                 v.syntax_error = text
                 return
-            v.load_error, self.silent = text, False
-            self._rest("error", _short(f"the program failed to load: {text}") or "", _short(ch.header.traceback))
+            # raising while loading answers no call: a "no attempt", not a wrong answer (else a crash
+            # at import would earn more than an empty program); answers of an earlier run still count
+            v.load_error = _short(f"the program failed to load: {text}")
+            self._rest("error", v.load_error or "", _short(ch.header.traceback))
             return
         if isinstance(ch.header, _NoEntryPoint):
             v.load_error = _short(ch.header.reason)
             self._rest("missing", v.load_error or "")
             return
+        reported = sum(msg.s for msg in ch.calls)
+        if reported > res.execution_time_ms / 1000 + REPORT_SLACK_S:
+            v.tampered = (f"the per-call times the program reported ({reported:.3f} s) add up to more than the "
+                          f"sandbox measured for the whole run ({res.execution_time_ms / 1000:.3f} s)")  # fmt: skip
+            return
+        # CPU time the host measured that no reported call accounts for: start-up, loading, or time
+        # a program hid from the driver's clock; any of it may belong to a call that failed
+        unexplained = max(0.0, res.cpu_time_ms / 1000 - reported - LOAD_CPU_S)
         for msg in ch.calls:
             self._record(msg)
+            if isinstance(msg, _CallError):
+                self._slow_error(msg.i, msg.s + unexplained, "raised")
         self.next = start + len(ch.calls)
         if ch.ended or self.next == n:
             return
         if res.timeout_hit:
-            if ch.calls:  # progress: the rest gets a budget of its own
+            # progress: the rest gets a budget of its own, unless the call in flight had most of its
+            # limit by the host's clocks (answer one call, then stall until killed, in every process)
+            if ch.calls and not self._stalled(res, reported, unexplained):
                 self.want = True
                 return
             v.timeout, self.silent = True, False
@@ -545,10 +573,40 @@ class _FunctionPlan:
             self.silent = False
             self._rest("missing", "the results went over the output limit")
         else:
-            if res.exit_code != 0:
-                self.silent = False  # a crash, not a program that did nothing
             why = f"exit code {res.exit_code}" if res.exit_code is not None else f"signal {res.signal}"
+            if ch.header is not None and self._slow_error(self.next, unexplained, f"ended its run ({why})"):
+                self._rest("skipped", "not run: an earlier test ran out of time")
+                return
+            if ch.header is None:  # it ended while loading (os._exit, a signal): a load error, no attempt
+                v.load_error = f"the program stopped while loading, before any test ({why})"
+                self._rest("error", v.load_error)
+                return
+            if res.exit_code != 0:
+                self.silent = False  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
+
+    def _stalled(self, res: ExecutionResult, reported: float, unexplained: float) -> bool:
+        """A run stopped by its budget after some answers: did the call in flight have
+        ``SLOW_FRACTION`` of its limit? Its time, by the host's clocks: the run's CPU time that the
+        answered calls' reported times do not account for (less start-up), and, when the run was
+        idle at the kill (it slept: ``timeout_kind == "wall"``, no wait for a CPU to stretch it),
+        the wall clock left after them. A run that gave many fast answers before the budget cut a
+        call short is resumed as before."""
+        spent = unexplained
+        if res.timeout_kind == "wall":
+            spent = max(spent, res.execution_time_ms / 1000 - reported - START_UP_S)
+        return spent >= SLOW_FRACTION * self.task.timeout_s
+
+    def _slow_error(self, i: int, spent_s: float, how: str) -> bool:
+        """Call ``i`` failed after ``spent_s``: a timeout when that is most of its limit (the
+        program stopped itself short of the sandbox's limit). Whether it was."""
+        limit = self.task.timeout_s
+        if spent_s < SLOW_FRACTION * limit:
+            return False
+        self.v.timeout, self.silent = True, False
+        self._set(i, "timeout", f"the call {how} after {spent_s:.2f} s, {SLOW_FRACTION:.0%} or more of the time limit of "
+                                f"{limit:g} s: too slow (stopping itself short of the limit does not make it faster)")  # fmt: skip
+        return True
 
     def _record(self, msg: _Result | _CallError) -> None:
         case = self.cases[msg.i]
@@ -659,7 +717,9 @@ class _StdioPlan:
             v.cases.append(r)
         if not v.syntax_error:
             checks.extend(mine)
-        v.no_answer = all(r.exit_code == 0 and not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
+        # no output on any test, whatever the exit status: a stdio program's run is all "loading", so
+        # one that crashes before printing anything answered nothing (as a function task's load error)
+        v.no_answer = all(not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
         return v
 
 

@@ -37,12 +37,15 @@ def reward_table() -> str:
         "syntax_error": "the program does not compile",
         "timeout": "a public test ran out of time (and not all passed)",
         "oom": "the program ran out of memory (and not all public tests passed)",
-        "no_attempt": "the program answered nothing: nothing defined, no entry point, it exited before the tests, "
-        "every call returned None, or no output on a stdio task (0 gives back the plain ladder)",
+        "no_attempt": "the program answered nothing: nothing defined, no entry point, it raised, exited or died while "
+        "loading (before any test), every call returned None, or no output on a stdio task, crashed or not "
+        "(0 gives back the plain ladder)",
         "partial_max": "k of n public tests pass: `partial_max * k / n`",
         "all_public": "every public test passes (hidden ones do not all pass)",
-        "all_tests": "every public and hidden test passes",
-        "budget_exhausted": "an episode budget ran out (slightly below a plain failure, 0)",
+        "all_tests": "every public and hidden test passes (at least one hidden: a task without hidden tests tops out at `all_public`)",
+        "budget_exhausted": "an episode budget (characters, turn time, episode clock) cut the episode short: at most this, "
+        "and never above the tier of the program it stopped or of the episode's last one; out of turns, the last "
+        "program keeps its own tier",
         "context_window_overflow": "the reply stopped at the model's token or context limit: `None` judges its program as "
         "it is; a number is its reward, unrun (the sample ends in the state `context_window_overflow`)",
         "process_bonus": "per verified revision in a multi-turn episode",
@@ -61,7 +64,22 @@ def reward_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table}
+def task_table() -> str:
+    """The shipped task sets (generated ones at their defaults), their tests, and the tasks whose
+    top tier is `all_public` because they have no hidden test (`code-env tasks validate` warns)."""
+    sys.path.insert(0, str(ROOT))
+    import registry
+
+    rows = ["| task set | tasks | public + hidden tests | without a hidden test (top tier `all_public`) |", "|---|---:|---:|---|"]
+    for name in registry.list():
+        tasks = registry.load(name)
+        public, hidden = sum(len(t.public_tests) for t in tasks), sum(len(t.hidden_tests) for t in tasks)
+        capped = [t.problem_id for t in tasks if not t.hidden_tests]
+        rows.append(f"| `{name}` | {len(tasks)} | {public} + {hidden} | {', '.join(f'`{p}`' for p in capped) or 'none'} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table, "registry.tasks": task_table}
 
 
 def main() -> int:

@@ -233,6 +233,21 @@ def test_tasks_show_finds_the_set_from_the_id() -> None:
     assert out.returncode == 2 and "no task 'builtin/sum-of-evens'" in out.stderr
 
 
+def test_tasks_validate_warns_about_a_task_without_hidden_tests_and_admits_it(tmp_path: Path) -> None:
+    import registry
+    from registry.validate import NO_HIDDEN_TEST
+
+    task = registry.resolve("builtin/sum-of-evens")
+    capped = task.model_copy(update={"problem_id": "t/capped", "hidden_tests": []})
+    registry.write_tasks([task, capped], tmp_path / "two.jsonl")
+    out = cli("tasks", "validate", str(tmp_path / "two.jsonl"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    warnings = [line for line in out.stdout.splitlines() if line.startswith("WARNING")]
+    assert warnings == ["WARNING t/capped: " + NO_HIDDEN_TEST] and "2/2 tasks admitted" in out.stdout
+    listed = cli("tasks", "list", "--set", str(tmp_path / "two.jsonl")).stdout
+    assert [("top tier all_public" in line) for line in listed.splitlines()[1:]] == [False, True]
+
+
 def test_tasks_list_filters_by_set_difficulty_and_substring() -> None:
     out = cli("tasks", "list", "SUM", "--set", "builtin", "--difficulty", "1-2")
     assert out.returncode == 0, out.stderr

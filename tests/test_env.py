@@ -213,12 +213,57 @@ def test_process_bonus_is_capped_and_failing_on_purpose_never_pays() -> None:
     assert sum(rewards) + final == pytest.approx(1.0)
 
 
-def test_budget_turns() -> None:
-    env = make(max_turns=2)
+def episode(programs: list[str], **options: Any) -> tuple[list[float], dict[str, Any]]:
+    """Step ``programs`` through one episode of sum-of-evens: the step rewards and the last info."""
+    env = make(**options)
     env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
-    env.step("def sum_of_evens(nums):\n    return 0\n")
-    _obs, reward, term, trunc, info = env.step("def sum_of_evens(nums):\n    return 0\n")
-    assert trunc and not term and info["budget"] == "turns" and reward == -0.1
+    rewards, info = [], {}
+    for p in programs:
+        _obs, reward, term, trunc, info = env.step(p)
+        rewards.append(reward)
+        if term or trunc:
+            break
+    return rewards, info
+
+
+SLOW_EVENS = "import time\ndef sum_of_evens(nums):\n    time.sleep(0.3)\n    return sum(n for n in nums if n % 2 == 0)\n"
+
+
+def test_budget_turns_keeps_the_last_programs_tier() -> None:
+    partial = "def sum_of_evens(nums):\n    return 0\n"
+    rewards, info = episode([partial, partial], max_turns=2)
+    assert info["budget"] == "turns" and info["reward_breakdown"]["tier"] == "partial"
+    assert sum(rewards) == pytest.approx(info["reward_breakdown"]["reward"]) and rewards[0] == 0.05  # bonus, then the rest
+    # two syntax errors: -1 as in a single turn, not the -0.1 of a budget
+    rewards, info = episode(["def f(:\n", "def f(:\n"], max_turns=2)
+    assert rewards == [0.0, -1.0] and info["reward_breakdown"]["tier"] == "syntax_error"
+    # a regression on the last turn: the bonus paid for the first does not lift the return above the tier
+    rewards, info = episode([partial, "def f(:\n"], max_turns=2)
+    assert sum(rewards) == pytest.approx(-1.0)
+    loop = "def sum_of_evens(nums):\n    while True:\n        pass\n"
+    assert sum(episode([loop, loop, loop], max_turns=3, timeout_s=0.5)[0]) == -0.5  # the timeout tier, not -0.1
+
+
+@pytest.mark.parametrize("budget", ["action_chars", "turn_time", "episode_time"])
+def test_a_budget_that_cuts_an_episode_short_never_scores_above_the_tier(budget: str) -> None:
+    long_syntax_error = "def f(:\n" + "#" * 200
+    if budget == "action_chars":  # the last program run was a syntax error: the too-long action gets no more
+        rewards, info = episode(["def f(:\n", long_syntax_error], max_turns=3, max_action_chars=100)
+        assert "capped at the tier of the episode's last program (-1)" in info["reward_breakdown"]["explanation"]
+    elif budget == "turn_time":  # a program past the turn's time is at most its own tier: here a timeout
+        rewards, info = episode(["def sum_of_evens(nums):\n    while True:\n        pass\n"], max_turns=3, turn_time_s=0.5)
+        assert sum(rewards) == -0.5
+        # and a correct but too-slow program: at most budget_exhausted
+        assert episode(["def sum_of_evens(nums):\n    return 0\n", SLOW_EVENS], max_turns=3, turn_time_s=0.5)[0] == [0.05, -0.15]
+    else:
+        env = make(episode_time_s=0.5, max_turns=3)
+        env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})
+        rewards = [env.step("def f(:\n")[1]]
+        time.sleep(0.6)
+        _, reward, _, _, info = env.step(EVENS.reference_solution)
+        rewards.append(reward)
+    assert info["budget"] == budget
+    assert sum(rewards) <= -0.5
 
 
 def test_budget_action_chars_truncates_without_crashing() -> None:

@@ -215,7 +215,10 @@ def test_a_slow_solution_with_forged_timings_earns_no_more_than_its_honest_twin(
         assert honest.breakdown.tier == forged.breakdown.tier == "timeout"
         assert honest.feedback[0].status == "timeout" and [c.status for c in honest.feedback[1:]] == ["skipped"] * 2
     else:
-        assert honest.breakdown.tier == "all_tests" and forged.breakdown.tier == "all_tests"
+        # the forger's zero times hide 0.3 s per answer from the driver, not from the host's CPU
+        # clock: its cut-short run looks like a stall (its call in flight had its limit), so it may
+        # lose its hidden run, never gain
+        assert honest.breakdown.tier == "all_tests" and forged.breakdown.tier in ("all_tests", "all_public")
 
 
 def test_an_infinite_loop_costs_one_per_test_limit_not_the_sum() -> None:

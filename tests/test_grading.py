@@ -114,6 +114,18 @@ def test_reward_tiers_and_feedback() -> None:
     assert "candidate.py" in (crash.feedback[0].traceback or "")
 
 
+def test_a_task_without_hidden_tests_never_gives_the_top_tier() -> None:
+    task = BY_ID["builtin/sum-of-evens"].model_copy(update={"hidden_tests": []})
+    constant = hard_coded(task)  # the public examples, looked up
+    for code in (constant, task.reference_solution):
+        res = g(task, code)
+        assert (res.breakdown.tier, res.reward) == ("all_public", 0.8), res.breakdown
+        assert res.breakdown.explanation.endswith("the task has no hidden test, so all_public is its top tier")
+    env = CodeExecEnv(tasks=[task], executor=get_sandbox("process"), max_turns=3)  # the hidden round after the public one
+    env.reset(seed=0)
+    assert env.step(constant)[1:3] == (0.8, True)
+
+
 def test_stdio_tiers() -> None:
     task = STDIO_TASKS[0]
     assert g(task, "print(:\n").breakdown.tier == "syntax_error"
@@ -237,9 +249,16 @@ NO_ATTEMPT_FUNCTION = {
     "forgot-to-return": "def sum_of_evens(nums):\n    print(sum(n for n in nums if n % 2 == 0))\n",
     "exits-while-loading": "import sys\nsys.exit(0)\n",
     "os-exit-while-loading": "import os\nos._exit(0)\n",
+    # raising or dying while being loaded answers no call either (it used to earn 0.0, above -0.5)
+    "raises-while-loading": "import nope\n",
+    "raises-after-defining": "def sum_of_evens(nums):\n    return sum(nums)\nraise ValueError('boom')\n",
+    "exits-3-while-loading": "import sys\nsys.exit(3)\n",
+    "os-exit-1-while-loading": "import os\nos._exit(1)\n",
+    "kills-itself-while-loading": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
 }  # fmt: skip
 NO_ATTEMPT_STDIO = {"empty": "", "pass": "pass\n", "reads-and-says-nothing": "import sys\nsys.stdin.read()\n",
-                    "blank-line": "print()\n"}  # fmt: skip
+                    "blank-line": "print()\n", "crashes": "raise SystemExit(3)\n", "raises": "1 / 0\n",
+                    "kills-itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(NO_ATTEMPT_FUNCTION))
@@ -261,11 +280,15 @@ def test_no_attempt_is_configurable_and_0_gives_back_the_plain_ladder() -> None:
     assert grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=-0.2)).reward == -0.2
     plain = grade(task, "", sandbox=sb, config=RewardConfig(no_attempt=0.0))
     assert plain.reward == 0.0 == g(task, wrong_answer(task)).reward
-    # what answers something is not "no attempt": a crash, a wrong answer, a timeout
+    # what answers something is not "no attempt": a call that raises, a wrong answer, output then a crash
     assert g(task, "def sum_of_evens(nums):\n    raise ValueError('no')\n").breakdown.tier == "partial"
-    assert g(task, "import nope\n").breakdown.tier == "partial"
     assert g(task, wrong_answer(task)).breakdown.tier == "partial"
-    assert g(BY_ID["builtin/fizzbuzz-line"], "raise SystemExit(3)\n").breakdown.tier == "partial"
+    assert g(BY_ID["builtin/fizzbuzz-line"], "print('x')\nraise SystemExit(3)\n").breakdown.tier == "partial"
+    # a load error is the no-attempt floor, and says so (its traceback is in the feedback)
+    crash = g(task, "import nope\n")
+    assert crash.breakdown.explanation == "no attempt: the program failed to load: ModuleNotFoundError: No module named 'nope'"
+    assert all(c.status == "error" and "nope" in (c.traceback or "") for c in crash.feedback)
+    assert grade(task, "import nope\n", sandbox=sb, config=RewardConfig(no_attempt=0.0)).reward == 0.0
 
 
 # ------------------------------------------------------------------ one path, one more try
@@ -344,3 +367,85 @@ def test_every_entry_point_gives_the_same_judged_reward(tmp_path: Path, monkeypa
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ------------------------------------------------------------- a timeout cannot be dodged
+
+# A correct but too-slow solution: it computes forever (the honest version runs out of time), or
+# arms its own timer and fails just before the limit, hoping for a wrong answer's 0 instead of -0.5.
+SLOW = "def sum_of_evens(nums):\n    while True:\n        pass\n"
+DODGES = {
+    "alarm-raises": "import signal\ndef _late(*a):\n    raise TimeoutError('not mine')\nsignal.signal(signal.SIGALRM, _late)\n"
+                    "def sum_of_evens(nums):\n    signal.setitimer(signal.ITIMER_REAL, 0.9)\n    while True:\n        pass\n",
+    # its own CPU clock (the one the sandbox's limit counts): compute, and give up at 92 % of it
+    "cpu-clock-raises": "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                        "    while time.process_time() - t < 0.92:\n        pass\n    raise ValueError('wrong, not slow')\n",
+    "thread-interrupts-main": "import _thread, threading\ndef sum_of_evens(nums):\n"
+                              "    threading.Timer(0.9, _thread.interrupt_main).start()\n    while True:\n        pass\n",
+    "cpu-clock-exits": "import os, time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                       "    while time.process_time() - t < 0.92:\n        pass\n    os._exit(1)\n",
+    # and hides the time from the driver: it moves the driver's start mark up to the moment it raises
+    "hides-its-time": "import ctypes, sys, time\ndef sum_of_evens(nums):\n    t = time.process_time()\n"
+                      "    while time.process_time() - t < 0.95:\n        pass\n    f = sys._getframe(1)\n"
+                      "    f.f_locals['t'] = time.perf_counter()\n"
+                      "    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(f), ctypes.c_int(0))\n"
+                      "    raise ValueError('fast, honestly')\n",
+}  # fmt: skip
+
+
+def slow_task() -> Task:
+    return BY_ID["builtin/sum-of-evens"].model_copy(update={"timeout_s": 1.0})
+
+
+def test_a_too_slow_program_times_out() -> None:
+    res = grade(slow_task(), SLOW, sandbox=get_sandbox("process"), hidden=False)
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5)
+
+
+@pytest.mark.parametrize("name", list(DODGES))
+def test_a_too_slow_program_that_stops_itself_before_the_limit_still_times_out(name: str) -> None:
+    res = grade(slow_task(), DODGES[name], sandbox=get_sandbox("process"), hidden=False)
+    assert res.sandbox_error is None
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5), (res.breakdown, [c.error for c in res.feedback])
+    assert res.feedback[0].status == "timeout" and "or more of the time limit" in (res.feedback[0].error or "")
+
+
+def test_a_fast_wrong_answer_still_earns_0_and_an_overstated_time_is_tampering() -> None:
+    task = slow_task()
+    fast = g(task, "def sum_of_evens(nums):\n    raise ValueError('fast and wrong')\n")
+    assert (fast.breakdown.tier, fast.reward) == ("partial", 0.0)
+    # times it did not spend, claimed by moving the driver's start mark back
+    claim = ("import ctypes, sys\ndef sum_of_evens(nums):\n    f = sys._getframe(1)\n    f.f_locals['t'] -= 50.0\n"
+             "    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(f), ctypes.c_int(0))\n"
+             "    return sum(n for n in nums if n % 2 == 0)\n")  # fmt: skip
+    res = g(task, claim)
+    assert res.breakdown.tier == "tampered" and "add up to more than" in res.breakdown.explanation
+
+
+# ----------------------------------------------------------------- answer, then stall
+
+EVENS_BODY = "    return sum(n for n in nums if n % 2 == 0)\n"
+STALLS = {
+    # every process answers its first call, then sleeps (or burns CPU) until the sandbox kills it:
+    # resumed run after run, that was 1.0 for (tests) x (limit + start-up) of the machine's time
+    "sleeps": "import time\nseen = []\ndef sum_of_evens(nums):\n    seen.append(1)\n    if len(seen) > 1:\n"
+              "        time.sleep(100)\n" + EVENS_BODY,
+    "burns-cpu": "seen = []\ndef sum_of_evens(nums):\n    seen.append(1)\n    if len(seen) > 1:\n        while True:\n"
+                 "            pass\n" + EVENS_BODY,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(STALLS))
+def test_answering_one_call_per_process_then_stalling_is_a_timeout(name: str) -> None:
+    res = grade(slow_task(), STALLS[name], sandbox=get_sandbox("process"))
+    assert res.sandbox_error is None
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5), res.breakdown
+    assert [c.status for c in res.feedback] == ["passed", "timeout", "skipped"]
+
+
+def test_a_program_slow_on_every_call_but_within_the_limit_is_still_resumed_to_1() -> None:
+    # each call spends 0.3 s of CPU of its 1 s: three fit in a run, the fourth is cut short and resumed
+    slow = "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n    while time.process_time() - t < 0.3:\n" \
+           "        pass\n" + EVENS_BODY
+    res = grade(slow_task(), slow, sandbox=get_sandbox("process"))
+    assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0), res.breakdown

@@ -42,10 +42,26 @@ def test_conversion_is_deterministic() -> None:
     assert _convert() == first
 
 
-def test_every_canonical_solution_scores_1() -> None:
+def test_every_canonical_solution_scores_its_top_tier() -> None:
     grades = grade_all([(t, t.reference_solution) for t in TASKS])
-    bad = [(t.problem_id, g.breakdown) for t, g in zip(TASKS, grades, strict=True) if g.reward != 1.0]
+    top = {t.problem_id: (1.0 if t.hidden_tests else 0.8) for t in TASKS}  # no hidden test: all_public is the top
+    bad = [(t.problem_id, g.breakdown) for t, g in zip(TASKS, grades, strict=True) if g.reward != top[t.problem_id]]
     assert not bad, bad[:3]
+
+
+def test_every_problem_with_two_tests_keeps_one_hidden_and_one_with_a_single_test_is_capped() -> None:
+    for t in TASKS:
+        assert t.hidden_tests or len(t.public_tests) == 1, t.problem_id
+    capped = [t for t in TASKS if not t.hidden_tests]
+    assert [t.problem_id for t in capped] == ["HumanEval/34"]
+    # the answer copied from the docstring passes its one test: it earns all_public, never 1.0
+    task = capped[0]
+    copied = "def unique(l: list):\n    return [0, 2, 3, 5, 9, 123]\n"
+    assert "[0, 2, 3, 5, 9, 123]" in task.prompt
+    for answer in (copied, task.reference_solution):
+        g = grade(task, answer, sandbox=get_sandbox("process"))
+        assert (g.breakdown.tier, g.reward) == ("all_public", 0.8), g.breakdown
+        assert "no hidden test" in g.breakdown.explanation
 
 
 def test_empty_bodies_stay_below_08_and_none_passes_everything() -> None:

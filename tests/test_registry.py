@@ -148,6 +148,15 @@ def test_no_trivial_answer_passes_every_public_test(name: str, params: dict[str,
     assert trivial_passes(tasks, get_sandbox("process")) == {}
 
 
+@pytest.mark.parametrize(("name", "params"), SHIPPED, ids=[f"{n}{p or ''}" for n, p in SHIPPED])
+def test_every_shipped_task_with_two_tests_keeps_one_hidden(name: str, params: dict[str, object]) -> None:
+    from registry.validate import NO_HIDDEN_TEST, warnings_of
+
+    for t in registry.load(name, **params):
+        assert t.hidden_tests or len(t.public_tests) == 1, t.problem_id
+        assert warnings_of(t) == ([] if t.hidden_tests else [NO_HIDDEN_TEST])
+
+
 def test_trivial_answers_and_the_choice_of_public_tests() -> None:
     from registry.trivial import choose_public, trivial_answers, trivial_passes
 
@@ -160,6 +169,10 @@ def test_trivial_answers_and_the_choice_of_public_tests() -> None:
     public, hidden = choose_public(cases, 2)
     assert public == [cases[0], cases[2]] and hidden == [cases[1], cases[3]]
     assert choose_public(cases[2:], 1)[0] == [cases[2]]  # the first, when it serves
+    # at least one test stays hidden whatever is asked; a single test is public
+    for n in (2, 3):
+        assert [len(x) for x in choose_public(cases[:n], n)] == [n - 1, 1]
+    assert [len(x) for x in choose_public(cases[:1], 3)] == [1, 0]
     task = Task(problem_id="t/sort", prompt="", kind="function", entry_point="f", reference_solution="",
                 public_tests=cases[:2], hidden_tests=cases[2:])  # fmt: skip
     assert trivial_passes([task]) == {"t/sort": ["return the first argument"]}
