@@ -12,7 +12,8 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
   still running: a mount namespace of its own with a fresh size-limited tmpfs as its work dir and
   ``/dev/shm`` (the kernel frees both, in O(1) for us, when the run's last process ends), an IPC
   namespace of its own (SysV objects die with it), its own memory cgroup of the slot's two (so
-  nothing a previous run left is charged to it), rlimits. Until its program arrives it stays
+  nothing a previous run left is charged to it) as the root of a cgroup namespace of its own (its
+  ``/proc/self/cgroup`` names no host cgroup), rlimits. Until its program arrives it stays
   root-owned and invisible to the run in progress (``/proc`` is mounted ``hidepid=2``); then it
   writes the program to its work dir, switches to the slot's uid, loads the seccomp filter and
   runs the program as ``__main__``. A run that may fork (or, in a user namespace, any run) gets

@@ -420,3 +420,27 @@ def test_the_channels_stay_closed_for_a_normal_user(nobody_tmp: Path) -> None:
     assert out.returncode == 0, tail
     summary = out.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary and "error" not in summary and "skipped" not in summary, tail
+
+
+# ----------------------------------------------------------------------------- the host's cgroups
+
+
+def _host_cgroup_names() -> set[str]:
+    """The names in the host's cgroup paths (ours, read here): a machine's service, a container's
+    id, the slots' cgroups."""
+    with open("/proc/self/cgroup") as fh:
+        return {part for line in fh for part in line.strip().split(":", 2)[2].split("/") if part}
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_runs_cgroup_file_names_no_host_cgroup(backend: str, fork: bool) -> None:
+    """``/proc/self/cgroup`` shows the run's cgroup as the root of its own cgroup namespace: not
+    the host's path, which names the machine's service and the slot's private uid."""
+    sb = get_sandbox(backend)
+    res = sb.run("print(open('/proc/self/cgroup').read())", limits=Limits(max_processes=4 if fork else 1))
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    lines = res.stdout.split()
+    assert lines and all(line.split(":", 2)[2] == "/" for line in lines), res.stdout
+    for name in _host_cgroup_names() | {str(uid) for uid in sb.uids}:
+        assert name not in res.stdout, (name, res.stdout)
