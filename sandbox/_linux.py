@@ -35,6 +35,16 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def mask(path: str) -> None:
+    """Bind /dev/null over ``path`` (a file), read-only and ``nodev``: it cannot be opened."""
+    mount("/dev/null", path, None, MS_BIND)
+    ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+    try:
+        mount(None, path, None, ro)
+    except OSError:  # in a user namespace, a bind of a noexec mount must stay noexec
+        mount(None, path, None, ro | MS_NOEXEC)
+
+
 def unshare(flags: int) -> None:
     _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
 

@@ -25,6 +25,7 @@ import sys
 
 import _child
 import _linux
+import _paths
 
 TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
 if TYPE_CHECKING:
@@ -272,6 +273,8 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
         # PID 1 of the run's own namespace: its /proc shows the run and nothing else
         _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
+        for path in _paths.PROC_MASKS:  # as in the slot's /proc
+            _linux.mask(path)
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)

@@ -23,7 +23,8 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
 At start-up the worker isolates itself once: (as a normal user: a user namespace,) mount, network,
 IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
 host paths (``_paths.jail_mounts``), and a ``/proc`` of the slot's own PID namespace (the monitor
-is its PID 1), read-only, ``hidepid=2``.
+is its PID 1), read-only, ``hidepid=2``, its files that tell the host itself (``_paths.PROC_MASKS``)
+masked.
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ def setup_root(cfg: dict[str, Any]) -> None:
         os.symlink(target, root + "/dev/" + name)
     os.makedirs(root + "/proc", exist_ok=True)
     _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
+    for path in _paths.PROC_MASKS:  # what would tell the host itself
+        _linux.mask(root + path)
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir

@@ -15,6 +15,7 @@ test.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import secrets
@@ -444,3 +445,37 @@ def test_a_runs_cgroup_file_names_no_host_cgroup(backend: str, fork: bool) -> No
     assert lines and all(line.split(":", 2)[2] == "/" for line in lines), res.stdout
     for name in _host_cgroup_names() | {str(uid) for uid in sb.uids}:
         assert name not in res.stdout, (name, res.stdout)
+
+
+# ----------------------------------------------------------------------------- the host's /proc
+
+READ_MASKED = r'''
+import json, sys
+out = {}
+for path in sys.stdin.read().split():
+    try:
+        with open(path, "rb") as fh:
+            out[path] = fh.read().decode(errors="replace")
+    except OSError as exc:
+        out[path] = type(exc).__name__
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_proc_files_that_tell_the_host_cannot_be_read(backend: str, fork: bool) -> None:
+    """The kernel's command line, the boot id, uptime and load (``sandbox._paths.PROC_MASKS``):
+    the host reads each, a run tries to; the run gets none of the host's values."""
+    from sandbox._paths import PROC_MASKS
+
+    host: dict[str, str] = {}
+    for path in PROC_MASKS:
+        with open(path) as fh:
+            host[path] = fh.read().strip()
+    assert all(host.values()), host  # the host's own are there to leak
+    res = get_sandbox(backend).run(READ_MASKED, stdin=" ".join(PROC_MASKS), limits=Limits(max_processes=4 if fork else 1))
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    assert json.loads(res.stdout) == dict.fromkeys(PROC_MASKS, "PermissionError"), res.stdout
+    for path in ("/proc/cmdline", "/proc/sys/kernel/random/boot_id"):  # the values that do not change
+        assert host[path] not in res.stdout, path
