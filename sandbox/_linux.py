@@ -9,6 +9,7 @@ import os
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -32,6 +33,16 @@ def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mask(path: str) -> None:
+    """Bind /dev/null over ``path`` (a file), read-only and ``nodev``: it cannot be opened."""
+    mount("/dev/null", path, None, MS_BIND)
+    ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+    try:
+        mount(None, path, None, ro)
+    except OSError:  # in a user namespace, a bind of a noexec mount must stay noexec
+        mount(None, path, None, ro | MS_NOEXEC)
 
 
 def unshare(flags: int) -> None:

@@ -450,6 +450,8 @@ class NsjailBackend:
         # /proc of the jail's PID namespace, read-only; hidepid=2 hides the init from the program
         # (a non-dumpable process is invisible even to its own uid), so a run sees only its own
         mount(dst="/proc", fstype="proc", options="hidepid=2", nosuid=True, nodev=True, noexec=True)
+        for path in _paths.PROC_MASKS:  # what would tell the host itself: /dev/null, nodev, cannot be opened
+            mount(src="/dev/null", dst=path, is_bind=True, nosuid=True, nodev=True)
         mount(src=self._share, dst="/sbx", is_bind=True, nosuid=True, nodev=True)
         if not any(m.dst == "/tmp" or m.dst.startswith("/tmp/") for m in jail):
             mount(src="/sandbox", dst="/tmp", is_symlink=True)  # /tmp is the run's own work dir

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from importlib.metadata import Distribution
 
+# The files of a jail's /proc that tell the host itself (its kernel command line, the id of this
+# boot, how long it has been up, its load): each jail binds /dev/null over them, read-only and
+# ``nodev``, so a run cannot open them (``EACCES``). What the kernel tells of the whole machine
+# elsewhere stays: /proc/meminfo and /proc/stat (glibc counts CPUs there when /sys is absent), and
+# the ``sysinfo`` call (uptime, load, memory; ``os.getloadavg()`` goes through it).
+PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime", "/proc/loadavg")
+
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 SITE_DIR_NAMES = ("site-packages", "dist-packages")

@@ -14,13 +14,16 @@ uid, namespaces and rlimits still apply):
   state (``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``kcmp``, ``process_madvise``,
   ``migrate_pages``...); namespaces and mounts (``unshare``, ``setns``, the mount family,
   ``chroot``, ``pivot_root``, file handles); kernel attack surface (BPF, perf, ``io_uring``, which
-  would bypass this filter, ``userfaultfd``, fanotify, keyrings, ``modify_ldt``, ``vm86``); the
+  would bypass this filter, ``userfaultfd``, fanotify, keyrings, ``modify_ldt``, ``vm86``); what
+  the kernel shares between all openers of one inode, a channel between concurrent runs through
+  the read-only host files every jail shows (``flock``, inotify; fcntl's lock commands below); the
   machine (modules, kexec, reboot, swap, accounting, quotas, the kernel log, clocks, host and domain
   names, I/O ports); identity changes (``set*uid``, ``set*gid``, ``setgroups``, ``capset``); and
   System V and POSIX message-queue IPC, whose objects would outlive the run;
 * allowed: memory (``mmap``, ``mprotect``, ``madvise``, ``mremap``, ``membarrier``, ``mbind``...),
   file I/O and the file system calls on what the mounts let the run see (the ``stat``/``open``/
-  ``read`` families, ``getdents64``, ``rename``, ``unlink``, ``chmod``, xattrs...), pipes,
+  ``read`` families, ``getdents64``, ``rename``, ``unlink``, ``chmod``, xattrs...), ``fcntl``
+  (but its lock commands, see below), pipes,
   ``eventfd``, ``timerfd``, ``signalfd``, ``memfd_create``, ``select``/``poll``/``epoll``, threads
   and their synchronisation (``futex``, ``rseq``, ``set_robust_list``), signals (``kill`` and
   ``tgkill``: the kernel refuses cross-uid signals), time and sleeping, ``getrandom``, the
@@ -35,7 +38,9 @@ uid, namespaces and rlimits still apply):
   (``CLONE_NEWUSER``, ``CLONE_NEWNS``, ``CLONE_NEWNET``, ``CLONE_NEWPID``, ``CLONE_NEWIPC``,
   ``CLONE_NEWUTS``, ``CLONE_NEWCGROUP``, ``CLONE_NEWTIME``) nor ``CLONE_PARENT`` (a sibling would be
   the sandbox's own child): ``EPERM``. ``prctl`` except ``PR_SET_DUMPABLE``, ``PR_SET_PTRACER`` and
-  ``PR_SET_MM`` (``EPERM``); ``personality`` only to query it (``0xffffffff``); ``ioctl`` except
+  ``PR_SET_MM`` (``EPERM``); ``fcntl``/``fcntl64`` except the commands that lock or watch a file
+  (``LOCK_COMMANDS``: POSIX and open-file-description record locks, leases, dnotify: ``EPERM``);
+  ``personality`` only to query it (``0xffffffff``); ``ioctl`` except
   ``TIOCSTI`` and ``TIOCLINUX`` (typing into, or driving, a terminal); ``mknod``/``mknodat``
   except for device nodes; ``kill`` except ``kill(-1, ...)`` (every process the uid may signal); ``prlimit64`` on the
   process itself (pid 0) only. Integer arguments are compared on their low 32 bits, as the kernel
@@ -52,6 +57,7 @@ filter cannot read, both multiplexers are refused and no socket can be made.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import socket
 import termios
@@ -85,6 +91,10 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
     "setgroups", "setuid32", "setgid32", "setreuid32", "setregid32", "setresuid32",
     "setresgid32", "setfsuid32", "setfsgid32", "setgroups32", "capset",
+    # what the kernel keeps per inode and shares with every opener of the same (read-only,
+    # host) file, so a channel between concurrent runs: locks and watches (the lock commands of
+    # fcntl are refused by argument, see LOCK_COMMANDS)
+    "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     # System V and POSIX message-queue IPC: their objects outlive the run
     "ipc", "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop",
     "semtimedop_time64", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
@@ -132,13 +142,12 @@ ALLOWED_SYSCALLS: tuple[str, ...] = (
     # file descriptors and I/O
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
     "pwritev2", "lseek", "_llseek", "close", "close_range", "dup", "dup2", "dup3", "pipe",
-    "pipe2", "fcntl", "fcntl64", "flock", "fsync", "fdatasync", "sync", "syncfs",
+    "pipe2", "fsync", "fdatasync", "sync", "syncfs",
     "sync_file_range", "sync_file_range2", "arm_sync_file_range", "fadvise64", "fadvise64_64",
     "arm_fadvise64_64", "readahead", "fallocate", "sendfile", "sendfile64", "copy_file_range",
     "splice", "tee", "vmsplice", "eventfd", "eventfd2", "signalfd", "signalfd4",
     "select", "_newselect", "pselect6", "pselect6_time64", "poll", "ppoll", "ppoll_time64",
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
-    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     # files and directories (what the mounts and permissions let the run see)
     "open", "openat", "openat2", "creat", "stat", "lstat", "fstat", "newfstatat", "statx",
     "stat64", "lstat64", "fstat64", "fstatat64", "statfs", "fstatfs", "statfs64", "fstatfs64",
@@ -157,6 +166,19 @@ ALLOWED_SYSCALLS: tuple[str, ...] = (
     # the system
     "uname", "sysinfo", "getrandom",
 )  # fmt: skip
+
+# fcntl's commands that lock or watch a file (the asm-generic values; ``fcntl``'s own where they
+# differ): POSIX record locks (F_GETLK, F_SETLK, F_SETLKW and their 64-bit forms), open file
+# description locks (F_OFD_*), leases (F_SETLEASE, F_GETLEASE) and dnotify (F_NOTIFY). A lock on,
+# or a watch of, a file every jail shows (the interpreter, the standard library, /dev/null) is seen
+# by every other run: each is a channel between runs. Every other command (F_GETFL, F_SETFD,
+# F_DUPFD, F_SETPIPE_SZ, F_ADD_SEALS...) is allowed.
+LOCK_COMMANDS: tuple[int, ...] = tuple(sorted({
+    5, 6, 7, 12, 13, 14, 36, 37, 38, 1024, 1025, 1026,
+    *(getattr(fcntl, name) for name in ("F_GETLK", "F_SETLK", "F_SETLKW", "F_GETLK64", "F_SETLK64", "F_SETLKW64",
+                                        "F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW", "F_SETLEASE", "F_GETLEASE",
+                                        "F_NOTIFY") if hasattr(fcntl, name)),
+}))  # fmt: skip
 
 CLONE_THREAD = 0x00010000
 CLONE_PARENT = 0x00008000
@@ -271,6 +293,8 @@ def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None
     # calls allowed but for a few argument values
     rules.split(eperm, allow, "prctl", 0, [PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_MM])
     rules.split(allow, eperm, "personality", 0, [PERSONALITY_QUERY])
+    for name in ("fcntl", "fcntl64"):
+        rules.split(eperm, allow, name, 1, LOCK_COMMANDS)
     rules.split(eperm, allow, "ioctl", 1, [termios.TIOCSTI, getattr(termios, "TIOCLINUX", 0x541C)])
     rules.split(eperm, allow, "kill", 0, [-1 & INT32])
     rules.split(allow, eperm, "prlimit64", 0, [0])

@@ -25,6 +25,7 @@ import sys
 
 import _child
 import _linux
+import _paths
 
 TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
 if TYPE_CHECKING:
@@ -257,9 +258,11 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
 
 
 def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
-    """A mount and an IPC namespace of the run's own, its own disk (a tmpfs the kernel frees with
-    the mount namespace) and, with an init, its own /proc."""
-    _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC)
+    """A mount, an IPC and a cgroup namespace of the run's own, its own disk (a tmpfs the kernel
+    frees with the mount namespace) and, with an init, its own /proc. The cgroup namespace is made
+    once the child is in the run's cgroup, its root: ``/proc/self/cgroup`` says ``/``, not the
+    host's cgroup path (which names the machine's service and the slot's uid)."""
+    _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC | _linux.CLONE_NEWCGROUP)
     _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
                  f"size={spec['max_disk_mb']}m,mode=0755")  # fmt: skip
     for d in (WORKDIR, SHMDIR):
@@ -270,6 +273,8 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
         # PID 1 of the run's own namespace: its /proc shows the run and nothing else
         _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
+        for path in _paths.PROC_MASKS:  # as in the slot's /proc
+            _linux.mask(path)
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)

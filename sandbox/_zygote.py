@@ -12,7 +12,8 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
   still running: a mount namespace of its own with a fresh size-limited tmpfs as its work dir and
   ``/dev/shm`` (the kernel frees both, in O(1) for us, when the run's last process ends), an IPC
   namespace of its own (SysV objects die with it), its own memory cgroup of the slot's two (so
-  nothing a previous run left is charged to it), rlimits. Until its program arrives it stays
+  nothing a previous run left is charged to it) as the root of a cgroup namespace of its own (its
+  ``/proc/self/cgroup`` names no host cgroup), rlimits. Until its program arrives it stays
   root-owned and invisible to the run in progress (``/proc`` is mounted ``hidepid=2``); then it
   writes the program to its work dir, switches to the slot's uid, loads the seccomp filter and
   runs the program as ``__main__``. A run that may fork (or, in a user namespace, any run) gets
@@ -22,7 +23,8 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
 At start-up the worker isolates itself once: (as a normal user: a user namespace,) mount, network,
 IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
 host paths (``_paths.jail_mounts``), and a ``/proc`` of the slot's own PID namespace (the monitor
-is its PID 1), read-only, ``hidepid=2``.
+is its PID 1), read-only, ``hidepid=2``, its files that tell the host itself (``_paths.PROC_MASKS``)
+masked.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ def setup_root(cfg: dict[str, Any]) -> None:
         os.symlink(target, root + "/dev/" + name)
     os.makedirs(root + "/proc", exist_ok=True)
     _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
+    for path in _paths.PROC_MASKS:  # what would tell the host itself
+        _linux.mask(root + path)
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import pickle
 import platform
@@ -189,6 +190,10 @@ def pipe_fd() -> int:
     return os.pipe()[0]
 
 
+def open_fd() -> int:
+    return os.open(sys.executable, os.O_RDONLY)  # a file every jail shows
+
+
 def buffer(size: int = 64) -> Callable[[], Any]:
     return lambda: ctypes.create_string_buffer(size)
 
@@ -251,6 +256,19 @@ DENIED: list[tuple[str, str | int, tuple[Arg, ...], int]] = [
     ("capset", "capset", (0, 0), errno.EPERM),
     ("shmget", "shmget", (0, 0, 0), errno.EPERM),
     ("mq_open", "mq_open", (0, 0, 0, 0), errno.EPERM),
+    # what one inode shares with all its openers: a channel between runs (tests/test_crosstalk.py)
+    ("flock", "flock", (open_fd, 2), errno.EPERM),  # LOCK_EX
+    ("inotify_init1", "inotify_init1", (0,), errno.EPERM),
+    ("inotify_add_watch", "inotify_add_watch", (-1, b"/", 0x20), errno.EPERM),
+    ("fanotify_mark", "fanotify_mark", (-1, 0, 0, AT_FDCWD, b"/"), errno.EPERM),
+    *[
+        (f"fcntl-{name}", "fcntl", (open_fd, getattr(fcntl, name), buffer(32)), errno.EPERM)
+        for name in ("F_GETLK", "F_SETLK", "F_SETLKW", "F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW",
+                     "F_SETLEASE", "F_GETLEASE", "F_NOTIFY")
+        if hasattr(fcntl, name)
+    ],
+    ("fcntl-F_GETLK64", "fcntl", (open_fd, 12, buffer(32)), errno.EPERM),
+    ("fcntl-F_SETLK-high-bits", "fcntl", (open_fd, HIGH | 6, buffer(32)), errno.EPERM),
     ("socket-AF_INET", "socket", (socket.AF_INET, socket.SOCK_STREAM, 0), errno.EPERM),
     ("socket-AF_INET6", "socket", (socket.AF_INET6, socket.SOCK_DGRAM, 0), errno.EPERM),
     ("socket-AF_NETLINK", "socket", (socket.AF_NETLINK, socket.SOCK_RAW, 0), errno.EPERM),
@@ -302,6 +320,12 @@ ALLOWED: list[tuple[str, str, tuple[Arg, ...]]] = [
     ("memfd_create", "memfd_create", (b"x", 0)),
     ("pidfd_open-self", "pidfd_open", (lambda: os.getpid(), 0)),
     ("sched_getaffinity", "sched_getaffinity", (0, 128, buffer(128))),
+    ("fcntl-F_GETFL", "fcntl", (open_fd, fcntl.F_GETFL, 0)),
+    ("fcntl-F_SETFD", "fcntl", (open_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)),
+    ("fcntl-F_DUPFD_CLOEXEC", "fcntl", (open_fd, fcntl.F_DUPFD_CLOEXEC, 0)),
+    ("fcntl-F_SETFL", "fcntl", (pipe_fd, fcntl.F_SETFL, os.O_NONBLOCK)),
+    ("fcntl-F_GETPIPE_SZ", "fcntl", (pipe_fd, 1032, 0)),
+    ("fcntl-F_GET_SEALS", "fcntl", (lambda: os.memfd_create("x", 2), 1034, 0)),  # MFD_ALLOW_SEALING
 ]
 # fmt: on
 
@@ -459,7 +483,14 @@ def _everyday() -> dict[str, Any]:
         return data
 
     out["asyncio"] = asyncio.run(pingpong())
-    db = sqlite3.connect("db.sqlite")
+    # a file database takes fcntl locks, refused (a channel between runs): one run's own file
+    # needs none, and says so (nolock=1); an in-memory database never locks
+    try:
+        sqlite3.connect("locked.sqlite").execute("create table t (x)")
+        out["sqlite-locks"] = "allowed"
+    except sqlite3.OperationalError as exc:
+        out["sqlite-locks"] = str(exc)
+    db = sqlite3.connect("file:db.sqlite?nolock=1", uri=True)
     db.execute("create table t (x)")
     db.executemany("insert into t values (?)", [(i,) for i in range(100)])
     db.commit()
@@ -517,10 +548,11 @@ def _everyday() -> dict[str, Any]:
 def test_everyday_standard_library(allow_fork: bool, tmp_path: Path) -> None:
     out = run_ok(_everyday, bpf(allow_fork=allow_fork), tmp_path)
     assert out == {
-        "asyncio": b"ping", "sqlite": 4950, "walk": [0, 0, 1, 1, 3], "mmap": b"xxx", "signals": 2,
+        "asyncio": b"ping", "sqlite": 4950, "sqlite-locks": out["sqlite-locks"], "walk": [0, 0, 1, 1, 3], "mmap": b"xxx", "signals": 2,
         "event": True, "select": 1, "rusage": True, "cpus": True, "ctypes": 42, "libm": out["libm"],
         "ssl": True, "hash": 32, "uuid": 4, "tz": True, "localtime": True,
     }  # fmt: skip
+    assert out["sqlite-locks"] == "access permission denied"  # EPERM, as SQLite words it
 
 
 def _numpy() -> dict[str, bool]:
@@ -602,7 +634,7 @@ STDLIB_SUITES = [
     "test_re", "test_json", "test_math", "test_itertools", "test_collections", "test_heapq",
     "test_bisect", "test_functools", "test_decimal", "test_fractions", "test_datetime",
     "test_random", "test_string", "test_textwrap", "test_typing", "test_dataclasses",
-    "test_threading",
+    "test_threading", "test_fcntl",
 ]  # fmt: skip
 
 # The tests that pass without the filter and cannot pass under it, by design (checked on CPython
@@ -644,6 +676,14 @@ NEEDS_EXEC: dict[str, tuple[str, ...]] = {
     "test.test_itertools.TestBasicOps": ("test_tee_dealloc_segfault",),
     "test.datetimetester.ExtensionModuleTests_Fast": ("test_gh_120161", "test_update_type_cache"),
 }  # fmt: skip
+# They lock a file (flock, fcntl's lock commands) or watch it (F_NOTIFY): refused in both
+# variants, as a lock or a watch of a file every jail shows is a channel between runs.
+NEEDS_LOCKS: dict[str, tuple[str, ...]] = {
+    "test.test_fcntl.TestFcntl": (
+        "test_fcntl_fileno", "test_fcntl_file_descriptor", "test_fcntl_64_bit", "test_flock",
+        "test_lockf_exclusive", "test_lockf_share",
+    ),
+}
 # They fork (os.fork, a multiprocessing worker): refused in the nofork variant only.
 NEEDS_FORK: dict[str, tuple[str, ...]] = {
     "test.test_re.ReTests": ("test_regression_gh94675",),  # a multiprocessing worker
@@ -655,7 +695,7 @@ NEEDS_FORK: dict[str, tuple[str, ...]] = {
 
 def excused(test_id: str, allow_fork: bool) -> bool:
     cls, _, method = test_id.rpartition(".")
-    lists = (NEEDS_EXEC,) if allow_fork else (NEEDS_EXEC, NEEDS_FORK)
+    lists = (NEEDS_EXEC, NEEDS_LOCKS) if allow_fork else (NEEDS_EXEC, NEEDS_LOCKS, NEEDS_FORK)
     return any(
         names == ("*",) or method in names for lst in lists if (names := lst.get(cls)) is not None
     )
@@ -861,7 +901,7 @@ def test_lists_are_consistent() -> None:
     denied, allowed = set(_seccomp.DENIED_SYSCALLS), set(_seccomp.ALLOWED_SYSCALLS)
     assert not denied & allowed
     argument_rules = {"clone", "clone3", "fork", "vfork", "socket", "socketpair", "prctl", "personality", "ioctl",
-                      "kill", "prlimit64", "mknod", "mknodat"}  # fmt: skip
+                      "kill", "prlimit64", "mknod", "mknodat", "fcntl", "fcntl64"}  # fmt: skip
     assert not (denied | allowed) & argument_rules
     assert len(_seccomp.DENIED_SYSCALLS) == len(denied) and len(_seccomp.ALLOWED_SYSCALLS) == len(
         allowed
