@@ -53,6 +53,7 @@ MAX_DEPTH = 100  # nesting of a returned value
 DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
 START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
 CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
+MAX_PROGRAM_BYTES = Limits().max_code_bytes  # the largest candidate program run, either task kind
 CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
 
 # Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases", "start"} from stdin;
@@ -315,15 +316,30 @@ def _plan(job: Job) -> _Plan:
     cases = task.public_tests if which == "public" else task.hidden_tests
     if not cases:
         return _Done(Verification())
-    try:
-        code.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        # as `python solution.py` does with a file that is not UTF-8: refused before it runs
-        error = f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
-        return _Done(Verification(kind=task.kind, syntax_error=error))
+    refused = refuse_program(code)
+    if refused is not None:
+        return _Done(Verification(kind=task.kind, syntax_error=refused))
     if task.kind == "function":
         return _FunctionPlan(task, cases, code, which == "public", trace_id)
     return _StdioPlan(task, cases, code, which == "public", trace_id)
+
+
+def refuse_program(code: str) -> str | None:
+    """Why ``code`` cannot be a program at all, as a ``SyntaxError`` line (the program's own
+    ``syntax_error``, decided before anything runs), or None. The same for both task kinds, and
+    what the sandbox's ``RunRequest`` would refuse (so no candidate's text can make verification
+    raise): text that is not UTF-8 (a lone surrogate), a NUL byte (``python solution.py`` refuses
+    both), a program over ``MAX_PROGRAM_BYTES``."""
+    try:
+        size = len(code.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
+    nul = code.find("\x00")
+    if nul >= 0:
+        return f"SyntaxError: source code cannot contain null bytes (a NUL byte at offset {nul}); it was not run"
+    if size > MAX_PROGRAM_BYTES:
+        return f"SyntaxError: the program is {size} bytes of UTF-8, over the limit of {MAX_PROGRAM_BYTES}; it was not run"
+    return None
 
 
 # ----------------------------------------------------------------------------- function tasks
