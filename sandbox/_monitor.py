@@ -393,9 +393,10 @@ def watch(w: Watch) -> Outcome:
         del status_buf[-5:]
     if not setup_done:
         msg = bytes(status_buf[1:]).decode("utf-8", "replace") if status_buf[:1] == b"E" else ""
-        out.setup_error = msg or (
-            f"the sandboxed child died before its setup finished (status {status:#x})"
-        )
+        if msg or out.killed_for is None:
+            out.setup_error = msg or f"the sandboxed child died before its setup finished (status {status:#x})"
+        # else we killed it, for a limit the caller chose (a wall clock or CPU budget shorter than
+        # the set-up): that limit's verdict, never a failure of the sandbox
     return out
 
 

@@ -73,6 +73,22 @@ def test_sleeping_program_is_a_wall_timeout_not_a_rerun(sb: Sandbox) -> None:
     assert res.reruns == 0  # it slept: the machine was not to blame
 
 
+@pytest.mark.parametrize("processes", [1, 4], ids=["no-fork", "fork"])
+def test_a_limit_shorter_than_the_set_up_is_that_limits_verdict(sb: Sandbox, processes: int) -> None:
+    # A wall clock or CPU budget that runs out while the child is still being set up (before its
+    # program starts) is the limit the caller chose: a timeout, never a sandbox_error. It used to
+    # be "the sandboxed child died before its setup finished" in a fraction of tries (every try
+    # on nsjail, whose start-up is longer).
+    limits = [Limits(timeout_s=t, max_processes=processes) for t in (0.001, 0.002, 0.005, 0.01)]
+    limits += [Limits(timeout_s=5, cpu_time_s=t, max_processes=processes) for t in (0.001, 0.005)]
+    requests = [{"code": code, "limits": lim} for lim in limits for code in ("print(1)", "while True: pass")] * 5
+    results = sb.run_many(requests)
+    for req, res in zip(requests, results, strict=True):
+        assert res.sandbox_error is None, (req, res.sandbox_error)
+        assert res.timeout_hit or (res.exit_code, res.stdout) == (0, "1\n"), (req, res)
+    assert all(r.timeout_hit for req, r in zip(requests, results, strict=True) if "while" in req["code"])
+
+
 # ----------------------------------------------------------------------------- processes
 
 
