@@ -388,6 +388,37 @@ def test_disk_fill_is_an_error_not_a_host_problem(sb: Sandbox) -> None:
     assert not Path("/tmp/big.bin").exists()
 
 
+WRITE_PROBE = """
+import os, resource
+print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])
+for n in ({n}, {n} + 1):
+    try:
+        with open("out.bin", "wb") as fh:
+            fh.write(b"x" * n)
+        print(n, "written", os.path.getsize("out.bin"))
+    except OSError as e:
+        print(n, "refused", e.errno == 27)  # EFBIG
+"""
+
+
+@pytest.mark.parametrize("max_file_bytes", [0, 1, 100, 5000])
+def test_max_file_bytes_limits_the_programs_files_not_its_own_source(sb: Sandbox, max_file_bytes: int) -> None:
+    # The sandbox writes the program's source (a few KB here, padded) before the limit applies:
+    # a limit below the program's length, or 0, used to make every run a sandbox_error.
+    code = WRITE_PROBE.format(n=max_file_bytes) + "#" * 6000 + "\n"
+    assert len(code) > max_file_bytes
+    res = run(sb, code, Limits(timeout_s=10.0, max_file_bytes=max_file_bytes))
+    assert res.exit_code == 0, res
+    assert res.stdout.split("\n")[:3] == [str(max_file_bytes), f"{max_file_bytes} written {max_file_bytes}",
+                                          f"{max_file_bytes + 1} refused True"], res.stdout  # fmt: skip
+
+
+def test_a_program_limit_larger_than_its_disk_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"max_code_bytes=2097152 does not fit in max_disk_mb=1 .*raise max_disk_mb"):
+        Limits(max_disk_mb=1, max_code_bytes=2 << 20)
+    assert Limits(max_disk_mb=1).max_code_bytes == 1 << 20
+
+
 @pytest.mark.parametrize(
     "path",
     ["/etc/code-env-pwned", "/root/code-env-pwned", str(REPO / "code-env-pwned"), "/usr/lib/code-env-pwned"],
