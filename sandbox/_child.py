@@ -198,14 +198,38 @@ def write_source(code: str, directory: str) -> None:
         os.close(fd)
 
 
-def limit_files(max_file_bytes: int) -> None:
-    """RLIMIT_FSIZE of the program: applied after ``write_source`` (the sandbox's own write of the
-    program, which a limit below the program's length, or 0, must not break)."""
+# Limits every run gets, whatever the host's (set, never inherited): no real-time or raised
+# scheduling priority, a few queued signals, no POSIX message queue, little locked memory.
+FIXED_RLIMITS = (
+    ("RLIMIT_RTPRIO", 0),
+    ("RLIMIT_NICE", 0),
+    ("RLIMIT_SIGPENDING", 64),
+    ("RLIMIT_MSGQUEUE", 0),
+    ("RLIMIT_MEMLOCK", 64 << 10),  # bytes
+)
+
+
+def fixed_rlimits() -> list[tuple[int, tuple[int, int]]]:
+    """``FIXED_RLIMITS`` as ``(resource, (soft, hard))`` pairs for ``resource.setrlimit``."""
     loaded = "resource" in sys.modules
     import resource
 
-    resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+    pairs = [(getattr(resource, name), (value, value)) for name, value in FIXED_RLIMITS]
     if not loaded:  # as in a fresh `python solution.py`, which has not imported it
+        del sys.modules["resource"]
+    return pairs
+
+
+def limit_program(max_file_bytes: int) -> None:
+    """The program's own rlimits, in its process, right before it runs: ``FIXED_RLIMITS`` and
+    RLIMIT_FSIZE, applied after ``write_source`` (the sandbox's own write of the program, which a
+    file limit below the program's length, or 0, must not break)."""
+    loaded = "resource" in sys.modules
+    import resource
+
+    for res, value in [(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes)), *fixed_rlimits()]:
+        resource.setrlimit(res, value)
+    if not loaded:
         del sys.modules["resource"]
 
 
@@ -278,8 +302,8 @@ def main(argv: list[str]) -> None:
     from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
     ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
     the program as PID 2, then only reaps. The program's process makes OUT_FD and ERR_FD its stdout
-    and stderr, limits the files it writes to FILE_BYTES (RLIMIT_FSIZE: only now, after the init
-    wrote the program's source), drops every capability it might hold (nsjail has dropped them all, as root and in a
+    and stderr, sets its rlimits (``limit_program``: the files it writes at most FILE_BYTES, only now that
+    the init wrote the program's source), drops every capability it might hold (nsjail has dropped them all, as root and in a
     user namespace: this stays true if that ever changes), loads the filter and says "R" on
     STATUS_FD (or "E<why>" if its setup failed), closes STATUS_FD and runs. When the program ends the
     init writes "X" + its raw wait status (4 bytes, little-endian) on STATUS_FD and exits; the
@@ -362,7 +386,7 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
         os.close(out_fd)
         os.close(err_fd)
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # as in any Python program
-        limit_files(file_bytes)
+        limit_program(file_bytes)
         drop_capabilities()
         program.install()
         os.write(status_fd, b"R")

@@ -459,6 +459,7 @@ class NsjailBackend:
                  code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
+        fixed = dict(_child.FIXED_RLIMITS)
         # the config first: the flags after it are the ones in force
         cmd = [self.binary, "-C", self._config, "-Mo", "-L", str(log_fd)]
         if slot.uid is not None:
@@ -470,7 +471,7 @@ class NsjailBackend:
             "--time_limit", str(math.ceil(_monitor.MAX_WALL_FACTOR * limits.timeout_s) + 2),  # our monitor's is the limit
             "--rlimit_cpu", str(cpu),
             # MB, enough for the init's write of the program's source (at most the disk) and above the
-            # program's own limit, which its process lowers to the byte (_child.limit_files) after
+            # program's own limit, which its process lowers to the byte (_child.limit_program) after
             # that write. Not "inf"/"max": nsjail multiplies them by 1 MiB too, and the kernel reads
             # the wrapped value as negative (EFBIG on every write)
             "--rlimit_fsize", str(max(limits.max_disk_mb, math.ceil(limits.max_file_bytes / 2**20))),
@@ -479,6 +480,11 @@ class NsjailBackend:
             # namespace, where the kernel counts per namespace)
             "--rlimit_nproc", str(limits.max_processes + limits.max_threads + 1),
             "--rlimit_core", "0",
+            # for the init too: the program's process sets these and RLIMIT_NICE / RLIMIT_SIGPENDING
+            # (which nsjail has no flags for) itself (_child.FIXED_RLIMITS)
+            "--rlimit_memlock", str(fixed["RLIMIT_MEMLOCK"] >> 10),  # KB
+            "--rlimit_rtprio", str(fixed["RLIMIT_RTPRIO"]),
+            "--rlimit_msgqueue", str(fixed["RLIMIT_MSGQUEUE"]),  # bytes
             "--rlimit_stack", "8",  # MB; nsjail's "soft" multiplies the byte value by 1 MiB
             # never RLIMIT_AS: memory is the cgroup's or the monitor's (see the docstring)
             "--rlimit_as", "inf",
