@@ -92,6 +92,29 @@ def test_a_limit_shorter_than_the_set_up_is_that_limits_verdict(sb: Sandbox, pro
 # ----------------------------------------------------------------------------- processes
 
 
+CHILDREN = 600  # each holding CHILD_MB of its own: 600 MiB in all, over the limit; 256 of them are not
+CHILD_MB = 1
+SPREAD_OUT = f"""
+import os, time
+for _ in range({CHILDREN}):
+    if os.fork() == 0:
+        b = bytearray({CHILD_MB} << 20)
+        b[::4096] = b"x" * len(b[::4096])  # resident, and this child's alone
+        time.sleep(120)
+        os._exit(0)
+print("all forked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_memory_of_every_process_of_a_run_counts(sb: Sandbox) -> None:
+    # Where no cgroup holds the run (a normal user's sandbox), the monitor sums the memory of the
+    # run's process tree: it used to stop at 256 processes, so memory spread over more of them
+    # went unseen (a wall-clock timeout instead of oom).
+    limits = Limits(timeout_s=30, memory_mb=450, max_processes=CHILDREN + 8)
+    res = run(sb, SPREAD_OUT, limits)
+    assert res.oom and not res.timeout_hit, res
+
 def test_fork_is_refused_by_default(sb: Sandbox) -> None:
     res = run(sb, "import os\nos.fork()\n")
     assert res.exit_code == 1
