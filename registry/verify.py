@@ -18,7 +18,9 @@ can find the nonce and write result lines of its own):
   line per call in order, an end line, nothing after). Anything else on the channel — a forged,
   duplicate, extra, malformed or late line — means the program tampered with it: none of its
   answers count (``Verification.tampered``). A returned value that breaks the bounds fails its
-  test. No input makes this module raise, and none makes a ``sandbox_error``.
+  test. The host's parsing is bounded by the run's own budget (``PARSE_CHARS_PER_S``,
+  ``PARSE_NODES_PER_S``), measured before anything is parsed: a program cannot make the host
+  spend more than a fraction of what its run may spend. No input makes this module raise, and none makes a ``sandbox_error``.
 * **time is measured outside the program**: a run's budget is *one* per-test limit plus start-up
   (wall clock and CPU, enforced by the sandbox). Every answer a run gave was therefore computed
   within one per-test limit, whatever timings the program reports (they are informational,
@@ -43,7 +45,9 @@ can find the nonce and write result lines of its own):
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import secrets
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NamedTuple, Protocol
@@ -62,11 +66,18 @@ MAX_VALUE_CHARS = 1 << 20  # the JSON text of one returned value
 MAX_LINE_CHARS = 2 * MAX_VALUE_CHARS + (16 << 10)  # a result line: the value, escaped, and its envelope
 MAX_DEPTH = 100  # nesting of a returned value
 DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
+# The host's parsing of a run's returned values is bounded by the run's own budget (a small
+# fraction of it, whatever the program returns): per second of it, this many characters of JSON
+# (measured before parsing, ~0.1 s per MiB at worst) and values (~1 us each to parse, at worst).
+PARSE_CHARS_PER_S = 1 << 20
+PARSE_NODES_PER_S = 100_000
+MAX_LINE_STRUCTURE = 1000  # characters of a result line outside its strings (the driver's: ~60)
 START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
 SLOW_FRACTION = 0.8  # a call that ends in an error (or ends the run) after this much of its limit is a timeout
 LOAD_CPU_S = 0.1  # CPU time a run may spend outside the calls it reports (start-up, loading) before it counts
 REPORT_SLACK_S = 0.05  # how far the per-call times a run reports may exceed the run's wall clock
 CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
+MAX_PROGRAM_BYTES = Limits().max_code_bytes  # the largest candidate program run, either task kind
 CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
 
 # Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases", "start"} from stdin;
@@ -345,15 +356,30 @@ def _plan(job: Job) -> _Plan:
     cases = task.public_tests if which == "public" else task.hidden_tests
     if not cases:
         return _Done(Verification())
-    try:
-        code.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        # as `python solution.py` does with a file that is not UTF-8: refused before it runs
-        error = f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
-        return _Done(Verification(kind=task.kind, syntax_error=error))
+    refused = refuse_program(code)
+    if refused is not None:
+        return _Done(Verification(kind=task.kind, syntax_error=refused))
     if task.kind == "function":
         return _FunctionPlan(task, cases, code, which == "public", trace_id)
     return _StdioPlan(task, cases, code, which == "public", trace_id)
+
+
+def refuse_program(code: str) -> str | None:
+    """Why ``code`` cannot be a program at all, as a ``SyntaxError`` line (the program's own
+    ``syntax_error``, decided before anything runs), or None. The same for both task kinds, and
+    what the sandbox's ``RunRequest`` would refuse (so no candidate's text can make verification
+    raise): text that is not UTF-8 (a lone surrogate), a NUL byte (``python solution.py`` refuses
+    both), a program over ``MAX_PROGRAM_BYTES``."""
+    try:
+        size = len(code.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return f"SyntaxError: the source is not valid UTF-8 ({exc.reason} at offset {exc.start})"
+    nul = code.find("\x00")
+    if nul >= 0:
+        return f"SyntaxError: source code cannot contain null bytes (a NUL byte at offset {nul}); it was not run"
+    if size > MAX_PROGRAM_BYTES:
+        return f"SyntaxError: the program is {size} bytes of UTF-8, over the limit of {MAX_PROGRAM_BYTES}; it was not run"
+    return None
 
 
 # ----------------------------------------------------------------------------- function tasks
@@ -436,6 +462,8 @@ def read_channel(stdout: str, nonce: str, start: int, n_calls: int) -> Channel:
         tag, _, body = line.partition(" ")
         if tag != nonce:
             return broken(f"{where} is not the verifier's (no valid tag)")
+        if len(_outside_strings(body)) > MAX_LINE_STRUCTURE:  # not parsed: the driver's lines are flat
+            return broken(f"{where} holds more than {MAX_LINE_STRUCTURE} characters of JSON outside its strings")
         try:
             raw = json.loads(body)
         except (ValueError, RecursionError):
@@ -470,23 +498,50 @@ def read_channel(stdout: str, nonce: str, start: int, n_calls: int) -> Channel:
     return Channel(header, calls, ended, None)
 
 
-def parse_value(text: str) -> tuple[Any, str | None]:
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")  # an opening bracket steps up (2 - 1), a closing one down
+_TOO_DEEP = b"\x02" * (MAX_DEPTH + 1)
+
+
+def _outside_strings(text: str) -> str:
+    """What JSON text holds outside its string literals (exact for well-formed text; for broken text
+    exact up to the first error, where ``json.loads`` stops too). C-speed passes only: no regex
+    that could backtrack, no loop per character in Python."""
+    bare = text.replace("\\\\", "").replace('\\"', "")  # escaped backslashes, then escaped quotes
+    return "".join(bare.split('"')[::2])
+
+
+def value_shape(text: str) -> tuple[int, int]:
+    """``(nodes, depth)`` of JSON text, before parsing it: about how many values it holds (each
+    costs the parser about a microsecond) and how deeply its brackets nest. Linear in the text."""
+    bare = _outside_strings(text)
+    nodes = 1 + bare.count(",") + bare.count(":") + bare.count("[") + bare.count("{")
+    steps = bare.encode("utf-8", "surrogatepass").translate(_STEP, _NOT_BRACKETS)
+    if _TOO_DEEP in steps:  # a run of opening brackets alone goes too deep (the common attack): no walk
+        return nodes, MAX_DEPTH + 1
+    depth = max(map(operator.sub, itertools.accumulate(steps), range(1, len(steps) + 1)), default=0)
+    return nodes, depth
+
+
+def parse_value(text: str, max_nodes: int | None = None) -> tuple[Any, str | None]:
     """A returned value from its JSON text, within the bounds (nesting at most ``MAX_DEPTH``, an
-    integer at most Python's digit limit); ``(None, why)`` when it breaks them. Never raises."""
+    integer at most Python's digit limit, at most ``max_nodes`` values); ``(None, why)`` when it
+    breaks them. The bounds are checked before parsing, at a small cost per character. Never
+    raises."""
+    nodes, depth = value_shape(text)
+    return _load_value(text, nodes, depth, max_nodes)
+
+
+def _load_value(text: str, nodes: int, depth: int, max_nodes: int | None) -> tuple[Any, str | None]:
+    if depth > MAX_DEPTH:
+        return None, f"the returned value is nested more than {MAX_DEPTH} levels deep"
+    if max_nodes is not None and nodes > max_nodes:
+        return None, (f"the returned value holds about {nodes} values, over the {max_nodes} the verifier still "
+                      "parses for this run (its share of the run's time budget)")  # fmt: skip
     try:
-        value = json.loads(text)
+        return json.loads(text), None
     except (ValueError, RecursionError):
         return None, "the returned value is not well-formed JSON within the limits (digits, nesting)"
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return None, f"the returned value is nested more than {MAX_DEPTH} levels deep"
-        if isinstance(item, list):
-            stack.extend((x, depth + 1) for x in item)
-        elif isinstance(item, dict):
-            stack.extend((x, depth + 1) for x in item.values())
-    return value, None
 
 
 class _FunctionPlan:
@@ -501,6 +556,8 @@ class _FunctionPlan:
         self.nonce = ""
         self.want = True  # a run is due
         self.silent = True  # no answer so far (nothing returned but None, no error, no crash)
+        self.parse_left = self.parse_chars_left = 0  # what the host still parses of the current run's values
+        self.budget_s = 0.0  # the current run's time budget
 
     def take(self) -> list[RunRequest]:
         if not self.want:
@@ -510,7 +567,11 @@ class _FunctionPlan:
         spec = json.dumps({"nonce": self.nonce, "code": self.code, "entry_point": self.task.entry_point, "start": self.next,
                            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
         tid = None if self.trace_id is None else self.trace_id + (f"/from/{self.next}" if self.next else "")
-        return [RunRequest(code=DRIVER, stdin=spec, limits=run_limits(self.task, len(spec)), trace_id=tid)]
+        limits = run_limits(self.task, len(spec))
+        self.parse_left = int(PARSE_NODES_PER_S * limits.timeout_s)  # this run's returned values, at most
+        self.parse_chars_left = int(PARSE_CHARS_PER_S * limits.timeout_s)
+        self.budget_s = limits.timeout_s
+        return [RunRequest(code=DRIVER, stdin=spec, limits=limits, trace_id=tid)]
 
     def feed(self, results: list[ExecutionResult]) -> None:
         (res,) = results
@@ -620,7 +681,7 @@ class _FunctionPlan:
             return
         if self.show:
             r.got = _short(msg.value)
-        got, problem = parse_value(msg.value)
+        got, problem = self._parse(msg.value)
         if problem is not None or got is not None:
             self.silent = False
         if problem is not None:
@@ -630,6 +691,18 @@ class _FunctionPlan:
             self.to_check[msg.i] = got
         else:
             r.status = "passed" if values_equal(case.expected, got, case.comparator) else "failed"
+
+    def _parse(self, text: str) -> tuple[Any, str | None]:
+        """``parse_value`` within what is left of this run's parsing budget (PARSE_*_PER_S)."""
+        if len(text) > self.parse_chars_left:
+            return None, (f"the returned values of this run are over the {int(PARSE_CHARS_PER_S * self.budget_s)} "
+                          "characters of JSON the verifier parses for it (its share of the run's time budget)")  # fmt: skip
+        self.parse_chars_left -= len(text)
+        nodes, depth = value_shape(text)
+        got, problem = _load_value(text, nodes, depth, self.parse_left)
+        if problem is None:
+            self.parse_left -= nodes
+        return got, problem
 
     def _new(self, i: int) -> CaseResult:
         r = CaseResult(index=i, status="missing", input=self.cases[i].describe_input() if self.show else "")

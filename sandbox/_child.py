@@ -3,7 +3,7 @@
 Standard library only, and importable as a plain file: the process backend calls it in a forked
 child of its warm worker; the nsjail backend runs this file as a script inside the jail, where it
 is the PID namespace's init and forks the program (``main``:
-``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``).
+``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES``).
 
 The program runs as ``__main__`` of a fresh module in this interpreter, as ``python solution.py``
 would run it: same exit codes, same tracebacks (with source lines), ``SystemExit`` semantics,
@@ -198,6 +198,41 @@ def write_source(code: str, directory: str) -> None:
         os.close(fd)
 
 
+# Limits every run gets, whatever the host's (set, never inherited): no real-time or raised
+# scheduling priority, a few queued signals, no POSIX message queue, little locked memory.
+FIXED_RLIMITS = (
+    ("RLIMIT_RTPRIO", 0),
+    ("RLIMIT_NICE", 0),
+    ("RLIMIT_SIGPENDING", 64),
+    ("RLIMIT_MSGQUEUE", 0),
+    ("RLIMIT_MEMLOCK", 64 << 10),  # bytes
+)
+
+
+def fixed_rlimits() -> list[tuple[int, tuple[int, int]]]:
+    """``FIXED_RLIMITS`` as ``(resource, (soft, hard))`` pairs for ``resource.setrlimit``."""
+    loaded = "resource" in sys.modules
+    import resource
+
+    pairs = [(getattr(resource, name), (value, value)) for name, value in FIXED_RLIMITS]
+    if not loaded:  # as in a fresh `python solution.py`, which has not imported it
+        del sys.modules["resource"]
+    return pairs
+
+
+def limit_program(max_file_bytes: int) -> None:
+    """The program's own rlimits, in its process, right before it runs: ``FIXED_RLIMITS`` and
+    RLIMIT_FSIZE, applied after ``write_source`` (the sandbox's own write of the program, which a
+    file limit below the program's length, or 0, must not break)."""
+    loaded = "resource" in sys.modules
+    import resource
+
+    for res, value in [(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes)), *fixed_rlimits()]:
+        resource.setrlimit(res, value)
+    if not loaded:
+        del sys.modules["resource"]
+
+
 def run_program(code: str, seed: int) -> int:
     """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have.
     The interpreter must have been through ``prepare_interpreter``."""
@@ -262,12 +297,13 @@ def exit_now(status: int) -> None:
 def main(argv: list[str]) -> None:
     """nsjail's command: the init (PID 1) of the jail's PID namespace, which runs no untrusted code.
 
-    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD``. The init reads the program from
+    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES``. The init reads the program from
     CODE_FD (a memfd: no run's code is ever on a path another jail could see) and the seccomp filter
     from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
     ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
     the program as PID 2, then only reaps. The program's process makes OUT_FD and ERR_FD its stdout
-    and stderr, drops every capability it might hold (nsjail has dropped them all, as root and in a
+    and stderr, sets its rlimits (``limit_program``: the files it writes at most FILE_BYTES, only now that
+    the init wrote the program's source), drops every capability it might hold (nsjail has dropped them all, as root and in a
     user namespace: this stays true if that ever changes), loads the filter and says "R" on
     STATUS_FD (or "E<why>" if its setup failed), closes STATUS_FD and runs. When the program ends the
     init writes "X" + its raw wait status (4 bytes, little-endian) on STATUS_FD and exits; the
@@ -280,7 +316,7 @@ def main(argv: list[str]) -> None:
     namespace, reads the init's ``/proc`` entries and kills it as before.
     """
     code_fd, filter_path, seed = int(argv[1]), argv[2], int(argv[3])
-    out_fd, err_fd, status_fd = int(argv[4]), int(argv[5]), int(argv[6])
+    out_fd, err_fd, status_fd, file_bytes = int(argv[4]), int(argv[5]), int(argv[6]), int(argv[7])
     try:
         prctl(PR_SET_DUMPABLE, 0)
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # Python's one handler: an init needs none
@@ -300,7 +336,7 @@ def main(argv: list[str]) -> None:
         exit_now(SETUP_FAILED)
     if pid == 0:
         set_process_name(name)  # what `python solution.py` would show
-        _start_program(code, seed, program, out_fd, err_fd, status_fd)
+        _start_program(code, seed, program, out_fd, err_fd, status_fd, file_bytes)
     for fd in (0, 1, 2, out_fd, err_fd):  # the program's streams are the program's alone
         try:
             os.close(fd)
@@ -341,7 +377,8 @@ def _say(fd: int, message: str) -> None:
         pass
 
 
-def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, err_fd: int, status_fd: int) -> None:
+def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, err_fd: int, status_fd: int,
+                   file_bytes: int) -> None:
     """In the forked child (PID 2): become the program's process and run it; never returns."""
     try:
         os.dup2(out_fd, 1)
@@ -349,6 +386,7 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
         os.close(out_fd)
         os.close(err_fd)
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # as in any Python program
+        limit_program(file_bytes)
         drop_capabilities()
         program.install()
         os.write(status_fd, b"R")

@@ -155,8 +155,8 @@ def proc_cpu_s(pid: int) -> float:
 
 
 def tree_cpu_s(pid: int) -> float:
-    """CPU time of ``pid``, of its reaped children, and of its live descendants (at most 256
-    processes): a run's whole tree under its init."""
+    """CPU time of ``pid``, of its reaped children, and of all its live descendants: a run's whole
+    tree under its init."""
     return sum(proc_cpu_s(p) for p in tree_pids(pid))
 
 
@@ -165,12 +165,18 @@ def tree_run_delay_s(pid: int) -> float:
     return max((proc_run_delay_s(p) for p in tree_pids(pid)), default=0.0)
 
 
-def tree_pids(pid: int, limit: int = 256) -> list[int]:
-    """``pid`` and its live descendants (children of any of their threads), at most ``limit``."""
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and all its live descendants (children of any of their threads). Every one counts
+    (the run's memory and CPU are their sum); the run's RLIMIT_NPROC bounds how many there are, and
+    each is listed once (a pid reused while the tree is read cannot make the walk go round)."""
     out: list[int] = []
+    seen: set[int] = set()
     todo = [pid]
-    while todo and len(out) < limit:
+    while todo:
         p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         out.append(p)
         try:
             tasks = os.listdir(f"/proc/{p}/task")
@@ -393,9 +399,10 @@ def watch(w: Watch) -> Outcome:
         del status_buf[-5:]
     if not setup_done:
         msg = bytes(status_buf[1:]).decode("utf-8", "replace") if status_buf[:1] == b"E" else ""
-        out.setup_error = msg or (
-            f"the sandboxed child died before its setup finished (status {status:#x})"
-        )
+        if msg or out.killed_for is None:
+            out.setup_error = msg or f"the sandboxed child died before its setup finished (status {status:#x})"
+        # else we killed it, for a limit the caller chose (a wall clock or CPU budget shorter than
+        # the set-up): that limit's verdict, never a failure of the sandbox
     return out
 
 

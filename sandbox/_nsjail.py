@@ -461,7 +461,7 @@ class NsjailBackend:
                  code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
-        fsize_mb = max(1, math.ceil(limits.max_file_bytes / 2**20)) if limits.max_file_bytes else 0
+        fixed = dict(_child.FIXED_RLIMITS)
         # the config first: the flags after it are the ones in force
         cmd = [self.binary, "-C", self._config, "-Mo", "-L", str(log_fd)]
         if slot.uid is not None:
@@ -472,12 +472,21 @@ class NsjailBackend:
             "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},mode=0777",
             "--time_limit", str(math.ceil(_monitor.MAX_WALL_FACTOR * limits.timeout_s) + 2),  # our monitor's is the limit
             "--rlimit_cpu", str(cpu),
-            "--rlimit_fsize", str(fsize_mb),
+            # MB, enough for the init's write of the program's source (at most the disk) and above the
+            # program's own limit, which its process lowers to the byte (_child.limit_program) after
+            # that write. Not "inf"/"max": nsjail multiplies them by 1 MiB too, and the kernel reads
+            # the wrapped value as negative (EFBIG on every write)
+            "--rlimit_fsize", str(max(limits.max_disk_mb, math.ceil(limits.max_file_bytes / 2**20))),
             "--rlimit_nofile", str(limits.max_open_files),
             # the init is one more process of the uid (as root, the slot's; else in the jail's user
             # namespace, where the kernel counts per namespace)
             "--rlimit_nproc", str(limits.max_processes + limits.max_threads + 1),
             "--rlimit_core", "0",
+            # for the init too: the program's process sets these and RLIMIT_NICE / RLIMIT_SIGPENDING
+            # (which nsjail has no flags for) itself (_child.FIXED_RLIMITS)
+            "--rlimit_memlock", str(fixed["RLIMIT_MEMLOCK"] >> 10),  # KB
+            "--rlimit_rtprio", str(fixed["RLIMIT_RTPRIO"]),
+            "--rlimit_msgqueue", str(fixed["RLIMIT_MSGQUEUE"]),  # bytes
             "--rlimit_stack", "8",  # MB; nsjail's "soft" multiplies the byte value by 1 MiB
             # never RLIMIT_AS: memory is the cgroup's or the monitor's (see the docstring)
             "--rlimit_as", "inf",
@@ -493,7 +502,8 @@ class NsjailBackend:
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
-                self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds)]  # fmt: skip
+                self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds),
+                str(limits.max_file_bytes)]  # fmt: skip
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:

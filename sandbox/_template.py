@@ -236,6 +236,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         payload = json.loads(_read_exact(4, n))
         os.close(4)
         _child.write_source(payload["code"], workdir)
+        _child.limit_program(spec["max_file_bytes"])  # after our own write of the source
         if t.uid_switch:
             for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
                 os.fchown(fd, t.uid, t.gid)
@@ -369,11 +370,9 @@ def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:
     cpu = math.ceil(cpu_budget) + 1
     pairs = [
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
-        (resource.RLIMIT_FSIZE, (limits["max_file_bytes"],) * 2),
         (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
         (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_MEMLOCK, (0, 0)),
-        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+        *_child.fixed_rlimits(),  # (the program's process sets them once more, with its file limit)
     ]
     # Counted per uid and user namespace: the slot's own uid as root ("private"); in a user
     # namespace, the worker's processes share it (waiter, worker, template, two run children, an

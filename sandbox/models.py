@@ -45,14 +45,16 @@ class Limits(BaseModel):
     on_output_overflow: Literal["discard", "kill"] = Field(
         "discard", description="past max_output_bytes: keep running and discard, or kill the run"
     )
-    max_file_bytes: int = Field(16 * MiB, ge=0, le=64 * 1024 * MiB, description="largest file the run may write")
+    max_file_bytes: int = Field(16 * MiB, ge=0, le=64 * 1024 * MiB,
+                                description="largest file the program may write (0: none; its own source is not counted)")
     max_disk_mb: int = Field(256, ge=1, le=64 * 1024, description="total size of the run's work dir, MiB")
     max_open_files: int = Field(64, ge=16, le=65536, description="open file descriptors")
     max_processes: int = Field(
         1, ge=1, le=4096, description="processes the run may have, its own included (1: no fork)"
     )
     max_threads: int = Field(32, ge=1, le=4096, description="threads per run, over all its processes")
-    max_code_bytes: int = Field(1 * MiB, ge=1, le=64 * MiB, description="largest program accepted")
+    max_code_bytes: int = Field(1 * MiB, ge=1, le=64 * MiB,
+                                description="largest program accepted (at most max_disk_mb: it is written to the work dir)")
     max_stdin_bytes: int = Field(16 * MiB, ge=0, le=1024 * MiB, description="largest stdin accepted")
     random_seed: int = Field(0, ge=0, lt=2**32, description="seed of the program's `random` module")
 
@@ -66,6 +68,16 @@ class Limits(BaseModel):
         if v is not None and not math.isfinite(v):
             raise ValueError(f"expected a finite number of seconds, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _program_fits_its_disk(self) -> Limits:
+        if self.max_code_bytes > self.max_disk_mb * MiB:
+            raise ValueError(
+                f"max_code_bytes={self.max_code_bytes} does not fit in max_disk_mb={self.max_disk_mb} "
+                f"({self.max_disk_mb * MiB} bytes): the program's source is written to the run's work dir; "
+                "raise max_disk_mb or lower max_code_bytes"
+            )
+        return self
 
 
 class RunRequest(BaseModel):

@@ -34,7 +34,8 @@ def reward_table() -> str:
     from code_env.reward import RewardConfig
 
     meaning = {
-        "syntax_error": "the program does not compile",
+        "syntax_error": "the program does not compile, or is no Python source at all (a NUL byte, not UTF-8, over 1 MiB): "
+        "refused unrun, on either task kind",
         "timeout": "a public test ran out of time (and not all passed)",
         "oom": "the program ran out of memory (and not all public tests passed)",
         "no_attempt": "the program answered nothing: nothing defined, no entry point, it raised, exited or died while "

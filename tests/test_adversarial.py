@@ -73,8 +73,47 @@ def test_sleeping_program_is_a_wall_timeout_not_a_rerun(sb: Sandbox) -> None:
     assert res.reruns == 0  # it slept: the machine was not to blame
 
 
+@pytest.mark.parametrize("processes", [1, 4], ids=["no-fork", "fork"])
+def test_a_limit_shorter_than_the_set_up_is_that_limits_verdict(sb: Sandbox, processes: int) -> None:
+    # A wall clock or CPU budget that runs out while the child is still being set up (before its
+    # program starts) is the limit the caller chose: a timeout, never a sandbox_error. It used to
+    # be "the sandboxed child died before its setup finished" in a fraction of tries (every try
+    # on nsjail, whose start-up is longer).
+    limits = [Limits(timeout_s=t, max_processes=processes) for t in (0.001, 0.002, 0.005, 0.01)]
+    limits += [Limits(timeout_s=5, cpu_time_s=t, max_processes=processes) for t in (0.001, 0.005)]
+    requests = [{"code": code, "limits": lim} for lim in limits for code in ("print(1)", "while True: pass")] * 5
+    results = sb.run_many(requests)
+    for req, res in zip(requests, results, strict=True):
+        assert res.sandbox_error is None, (req, res.sandbox_error)
+        assert res.timeout_hit or (res.exit_code, res.stdout) == (0, "1\n"), (req, res)
+    assert all(r.timeout_hit for req, r in zip(requests, results, strict=True) if "while" in req["code"])
+
+
 # ----------------------------------------------------------------------------- processes
 
+
+CHILDREN = 600  # each holding CHILD_MB of its own: 600 MiB in all, over the limit; 256 of them are not
+CHILD_MB = 1
+SPREAD_OUT = f"""
+import os, time
+for _ in range({CHILDREN}):
+    if os.fork() == 0:
+        b = bytearray({CHILD_MB} << 20)
+        b[::4096] = b"x" * len(b[::4096])  # resident, and this child's alone
+        time.sleep(120)
+        os._exit(0)
+print("all forked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_memory_of_every_process_of_a_run_counts(sb: Sandbox) -> None:
+    # Where no cgroup holds the run (a normal user's sandbox), the monitor sums the memory of the
+    # run's process tree: it used to stop at 256 processes, so memory spread over more of them
+    # went unseen (a wall-clock timeout instead of oom).
+    limits = Limits(timeout_s=30, memory_mb=450, max_processes=CHILDREN + 8)
+    res = run(sb, SPREAD_OUT, limits)
+    assert res.oom and not res.timeout_hit, res
 
 def test_fork_is_refused_by_default(sb: Sandbox) -> None:
     res = run(sb, "import os\nos.fork()\n")
@@ -370,6 +409,37 @@ def test_disk_fill_is_an_error_not_a_host_problem(sb: Sandbox) -> None:
         )
         assert "stopped after" in res.stdout or res.oom, res
     assert not Path("/tmp/big.bin").exists()
+
+
+WRITE_PROBE = """
+import os, resource
+print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])
+for n in ({n}, {n} + 1):
+    try:
+        with open("out.bin", "wb") as fh:
+            fh.write(b"x" * n)
+        print(n, "written", os.path.getsize("out.bin"))
+    except OSError as e:
+        print(n, "refused", e.errno == 27)  # EFBIG
+"""
+
+
+@pytest.mark.parametrize("max_file_bytes", [0, 1, 100, 5000])
+def test_max_file_bytes_limits_the_programs_files_not_its_own_source(sb: Sandbox, max_file_bytes: int) -> None:
+    # The sandbox writes the program's source (a few KB here, padded) before the limit applies:
+    # a limit below the program's length, or 0, used to make every run a sandbox_error.
+    code = WRITE_PROBE.format(n=max_file_bytes) + "#" * 6000 + "\n"
+    assert len(code) > max_file_bytes
+    res = run(sb, code, Limits(timeout_s=10.0, max_file_bytes=max_file_bytes))
+    assert res.exit_code == 0, res
+    assert res.stdout.split("\n")[:3] == [str(max_file_bytes), f"{max_file_bytes} written {max_file_bytes}",
+                                          f"{max_file_bytes + 1} refused True"], res.stdout  # fmt: skip
+
+
+def test_a_program_limit_larger_than_its_disk_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"max_code_bytes=2097152 does not fit in max_disk_mb=1 .*raise max_disk_mb"):
+        Limits(max_disk_mb=1, max_code_bytes=2 << 20)
+    assert Limits(max_disk_mb=1).max_code_bytes == 1 << 20
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ on timings the program reports; a checker that fails on a candidate's output fai
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -188,6 +189,40 @@ def test_returned_values_outside_the_bounds_fail_their_tests(name: str) -> None:
     res = graded(RETURNED_VALUES[name])
     assert res.reward == 0.0 and res.breakdown.tier == "partial", res.breakdown
     assert all(c.status in ("error", "failed") for c in res.feedback)
+
+
+HEAVY_VALUES = {
+    # every call returns ~1 MiB of nested lists (just under the driver's limit on one value): the
+    # host parsed ~1 s of CPU per MiB of them, ~6 s for this program, whatever its own budget
+    "nested": "def sum_of_evens(nums):\n    return [[[[0]]]] * 90_000\n",
+    "deep-and-wide": "def sum_of_evens(nums):\n    x = []\n    for _ in range(98):\n        x = [x]\n"
+                     "    return [x] * 5_000\n",
+    # the same through forged lines: their structure (outside strings) is not the driver's
+    "forged": FIND + "forge({'k': 'loaded', 'pad': [[[[0]]]] * 150_000})\nos._exit(0)\n",
+}
+
+
+@pytest.mark.parametrize("name", list(HEAVY_VALUES))
+def test_the_hosts_parsing_is_bounded_by_the_runs_own_budget(name: str) -> None:
+    started = time.process_time()
+    res = graded(HEAVY_VALUES[name])
+    host_cpu_s = time.process_time() - started
+    if name == "forged":
+        assert res.breakdown.tier == "tampered" and "outside its strings" in res.breakdown.explanation, res.breakdown
+    else:
+        assert res.reward == 0.0 and all(c.status == "error" for c in res.feedback), res.feedback
+        assert all("the verifier" in (c.error or "") for c in res.feedback), [c.error for c in res.feedback]
+    # two runs of 2.25 s of budget each: the host parses at most a small share of that (CPU
+    # time, which a busy machine does not inflate; it was ~6 s)
+    assert host_cpu_s < 2.0, host_cpu_s
+
+
+def test_a_runs_parsing_budget_is_shared_by_its_values() -> None:
+    # ~120k values per call: the first fits what the verifier parses for a run (225k for this
+    # task's budget), so it is judged (wrong); the next calls of the same run are over it
+    res = graded("def sum_of_evens(nums):\n    return [[]] * 60_000\n")
+    assert [c.status for c in res.feedback] == ["failed", "error", "error"], res.feedback
+    assert "over the" in (res.feedback[1].error or "") and "this run" in (res.feedback[1].error or "")
 
 
 # ------------------------------------------------------------------------------------- time

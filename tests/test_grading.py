@@ -13,12 +13,13 @@ import pytest
 import registry
 from code_env import CodeExecEnv, TRLReward, compute_score, evaluate
 from code_env.demo import hard_coded
+from code_env.env import MAX_TEXT_CHARS
 from code_env.grading import Grade, aggregate, grade, grade_many
 from code_env.reward import RewardConfig
 from code_env.tokens import CodeExecTokensEnv
 from code_env.tokens import program as tokens_program
 from registry import Task
-from registry.verify import Verification
+from registry.verify import MAX_PROGRAM_BYTES, Verification
 from sandbox import ExecutionResult, RunRequest
 
 from .conftest import CountingRunner, get_sandbox
@@ -449,3 +450,45 @@ def test_a_program_slow_on_every_call_but_within_the_limit_is_still_resumed_to_1
            "        pass\n" + EVENS_BODY
     res = grade(slow_task(), slow, sandbox=get_sandbox("process"))
     assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0), res.breakdown
+
+
+# What a run's RunRequest refuses (a NUL byte, a lone surrogate, an oversize program) is the
+# program's syntax error, on every task kind and every entry point: never an exception.
+REFUSED_PROGRAMS = {
+    "nul": ("print(1)\x00\n", "NUL byte at offset 8"),
+    "nul-in-function": ("def f(x):\n    return 1\x00\n", "NUL byte at offset 22"),
+    "lone-surrogate": ("print('\udcff')\n", "not valid UTF-8"),
+    # in characters under the env's largest action budget, in UTF-8 bytes over the program limit
+    "oversize": ("#" + "\u00e9" * (MAX_PROGRAM_BYTES // 2) + "\n", f"over the limit of {MAX_PROGRAM_BYTES}"),
+}
+
+
+@pytest.mark.parametrize("kind", ["function", "stdio"])
+@pytest.mark.parametrize("name", list(REFUSED_PROGRAMS))
+def test_a_program_the_sandbox_refuses_is_a_syntax_error_at_every_entry_point(kind: str, name: str) -> None:
+    import gymnasium as gym
+
+    code, why = REFUSED_PROGRAMS[name]
+    task = FUNCTION_TASKS[0] if kind == "function" else STDIO_TASKS[0]
+    sb = get_sandbox("process")
+    rewards: dict[str, float | None] = {}
+    res = grade(task, code, sandbox=sb)
+    assert res.breakdown.tier == "syntax_error" and why in res.breakdown.explanation, res.breakdown
+    assert res.sandbox_error is None
+    rewards["grade"] = res.reward
+    rewards["grade_many"] = grade_many([(task, code), (task, task.reference_solution)], sandbox=sb)[0].reward
+    env = gym.make("CodeExec-v0", tasks=[task], executor=sb, max_action_chars=MAX_TEXT_CHARS)
+    env.reset(seed=0)
+    _, rewards["CodeExec-v0 step"], terminated, _, info = env.step(code)
+    assert terminated and info["reward_breakdown"]["tier"] == "syntax_error"
+    fence = f"```python\n{code}```"
+    rewards["TRLReward"] = TRLReward([task], sandbox=sb)(["p"], [fence], problem_id=[task.problem_id])[0]
+    rewards["compute_score"] = compute_score("builtin", fence, task.problem_id, sandbox=sb)
+    assert rewards == dict.fromkeys(rewards, -1.0), rewards
+
+
+def test_a_program_at_the_size_limit_still_runs() -> None:
+    task = STDIO_TASKS[0]
+    code = task.reference_solution
+    code += "#" * (MAX_PROGRAM_BYTES - len(code.encode()) - 1) + "\n"
+    assert len(code.encode()) == MAX_PROGRAM_BYTES and g(task, code).reward == 1.0

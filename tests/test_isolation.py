@@ -425,3 +425,56 @@ def test_a_traceback_shows_the_programs_frames_only(sb: Sandbox, code: str) -> N
     res = sb.run(code)
     assert res.exit_code == 1 and 'File "solution.py"' in res.stderr, res
     assert "sandbox" not in res.stderr.replace("/sandbox/run", "") and "_child" not in res.stderr, res.stderr
+
+
+# /proc/self/limits rows of the limits every run gets, set whatever the host's are (in the units
+# the kernel shows: bytes, signals, priorities)
+FIXED_LIMITS = {
+    "Max realtime priority": 0,
+    "Max nice priority": 0,
+    "Max pending signals": 64,
+    "Max msgqueue size": 0,
+    "Max locked memory": 64 << 10,
+}
+RAISED = ("RLIMIT_RTPRIO", "RLIMIT_NICE", "RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE", "RLIMIT_MEMLOCK")
+
+
+def _proc_limits(text: str) -> dict[str, tuple[int | str, int | str]]:
+    """/proc/self/limits: the row's name -> (soft, hard)."""
+    rows: dict[str, tuple[int | str, int | str]] = {}
+    for line in text.strip().splitlines()[1:]:
+        name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+        rows[name] = (int(soft) if soft.isdigit() else soft, int(hard) if hard.isdigit() else hard)
+    return rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("processes", [1, 4], ids=["no-fork", "fork"])
+def test_run_rlimits_are_set_not_inherited_from_the_host(backend: str, processes: int) -> None:
+    import resource
+
+    saved = {name: resource.getrlimit(getattr(resource, name)) for name in RAISED}
+    try:
+        # what a generous host (or a careless caller) has: every limit as high as we may raise it
+        for name, (_soft, hard) in saved.items():
+            res = getattr(resource, name)
+            high = {"RLIMIT_NICE": 40, "RLIMIT_RTPRIO": 99}.get(name, resource.RLIM_INFINITY)
+            try:
+                resource.setrlimit(res, (high, high))  # with CAP_SYS_RESOURCE
+            except (ValueError, OSError):
+                resource.setrlimit(res, (hard, hard))
+        sb = Sandbox(backend, workers=1)  # its workers start with the raised limits
+    finally:
+        for name, value in saved.items():
+            resource.setrlimit(getattr(resource, name), value)
+    try:
+        limits = Limits(max_processes=processes, max_file_bytes=12345)
+        res = sb.run("print(open('/proc/self/limits').read())", limits=limits)
+        assert res.sandbox_error is None and res.exit_code == 0, res
+        rows = _proc_limits(res.stdout)
+        # soft and hard alike: the program cannot raise them
+        assert {k: rows[k] for k in FIXED_LIMITS} == {k: (v, v) for k, v in FIXED_LIMITS.items()}, res.stdout
+        assert rows["Max file size"] == (12345, 12345) and rows["Max core file size"] == (0, 0)
+        assert_contained(sb)
+    finally:
+        sb.close()
