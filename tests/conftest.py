@@ -4,6 +4,7 @@ runs after every test that uses one (no process of a run survives, the test proc
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for s in _sandboxes.values():
         s.close()
     _sandboxes.clear()
+
+
+@pytest.fixture
+def nobody_tmp() -> Iterator[Path]:
+    """A scratch directory the normal user of the as-nobody tests owns (``tests._nobody``), outside
+    our own private TMPDIR; removed afterwards."""
+    from ._nobody import NOBODY
+
+    d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))
+    os.chown(d, NOBODY, NOBODY)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

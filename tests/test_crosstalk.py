@@ -24,14 +24,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox import Limits
 
-from ._nobody import NOBODY, as_nobody
+from ._nobody import as_nobody
 from .conftest import BACKENDS, get_sandbox
 
 HOLD_S = 6  # how long a sender keeps its message up
@@ -76,6 +75,27 @@ def main(fn):
         print("REFUSED", errno.errorcode.get(exc.errno, exc.errno), exc, flush=True)
 '''
 
+def _byte_locks(file: int, set_cmd: str, get_cmd: str) -> tuple[str, str]:
+    """Sender and receiver through byte-range locks on FILES[file]: a read lock on byte i for a 1
+    (``set_cmd``), probed by the receiver with ``get_cmd``."""
+    send = f'''
+def send():
+    fd = os.open(FILES[{file}], os.O_RDONLY)
+    for i in [i for i in range(96) if BITS[i]] + [96]:
+        fcntl.fcntl(fd, fcntl.{set_cmd}, struct.pack(FLOCK, fcntl.F_RDLCK, os.SEEK_SET, i, 1, 0) + bytes(4))
+    time.sleep(HOLD)
+main(send)
+'''
+    receive = f'''
+fd = os.open(FILES[{file}], os.O_RDONLY)
+def probe(i):
+    ask = struct.pack(FLOCK, fcntl.F_WRLCK, os.SEEK_SET, i, 1, 0) + bytes(4)
+    return int(struct.unpack(FLOCK, fcntl.fcntl(fd, fcntl.{get_cmd}, ask)[:struct.calcsize(FLOCK)])[0] != fcntl.F_UNLCK)
+main(lambda: receive(probe))
+'''
+    return send, receive
+
+
 # mechanism -> (sender, receiver), each a body run by main()
 CHANNELS: dict[str, tuple[str, str]] = {
     # one file per bit: held with flock(LOCK_EX) for a 1; the receiver's LOCK_SH|LOCK_NB fails there
@@ -101,35 +121,9 @@ def probe(i):
 main(lambda: receive(probe))
 '''),
     # one byte of one file per bit: a POSIX read lock (F_SETLKW) for a 1, probed with F_GETLK
-    "posix-lock": (r'''
-def send():
-    fd = os.open(FILES[0], os.O_RDONLY)
-    for i in [i for i in range(96) if BITS[i]] + [96]:
-        fcntl.fcntl(fd, fcntl.F_SETLKW, struct.pack(FLOCK, fcntl.F_RDLCK, os.SEEK_SET, i, 1, 0) + bytes(4))
-    time.sleep(HOLD)
-main(send)
-''', r'''
-fd = os.open(FILES[0], os.O_RDONLY)
-def probe(i):
-    ask = struct.pack(FLOCK, fcntl.F_WRLCK, os.SEEK_SET, i, 1, 0) + bytes(4)
-    return int(struct.unpack(FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, ask)[:struct.calcsize(FLOCK)])[0] != fcntl.F_UNLCK)
-main(lambda: receive(probe))
-'''),
+    "posix-lock": _byte_locks(0, "F_SETLKW", "F_GETLK"),
     # the same with open-file-description locks (F_OFD_SETLKW / F_OFD_GETLK)
-    "ofd-lock": (r'''
-def send():
-    fd = os.open(FILES[1], os.O_RDONLY)
-    for i in [i for i in range(96) if BITS[i]] + [96]:
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack(FLOCK, fcntl.F_RDLCK, os.SEEK_SET, i, 1, 0) + bytes(4))
-    time.sleep(HOLD)
-main(send)
-''', r'''
-fd = os.open(FILES[1], os.O_RDONLY)
-def probe(i):
-    ask = struct.pack(FLOCK, fcntl.F_WRLCK, os.SEEK_SET, i, 1, 0) + bytes(4)
-    return int(struct.unpack(FLOCK, fcntl.fcntl(fd, fcntl.F_OFD_GETLK, ask)[:struct.calcsize(FLOCK)])[0] != fcntl.F_UNLCK)
-main(lambda: receive(probe))
-'''),
+    "ofd-lock": _byte_locks(1, "F_OFD_SETLKW", "F_OFD_GETLK"),
     # the receiver watches two stdlib directories for opens; the sender opens, over and over,
     # FILES[i] for a 1 and FILES[96 + i] for a 0, then FILES[192] as the end of a round
     "inotify": (r'''
@@ -400,14 +394,6 @@ def test_a_run_cannot_watch_the_hosts_opens(backend: str) -> None:
 
 
 # ----------------------------------------------------------------------------- as a normal user
-
-
-@pytest.fixture
-def nobody_tmp() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))  # not in our own private TMPDIR
-    os.chown(d, NOBODY, NOBODY)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.slow

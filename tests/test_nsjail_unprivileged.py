@@ -57,14 +57,6 @@ def _needs_nsjail() -> None:
         pytest.skip(f"nsjail backend unavailable: {missing}")
 
 
-@pytest.fixture
-def nobody_tmp() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))  # not in our own private TMPDIR
-    os.chown(d, NOBODY, NOBODY)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _json_lines(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-3000:])
     merged: dict[str, object] = {}

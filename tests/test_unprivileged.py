@@ -14,27 +14,17 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ._nobody import NOBODY, REPO, as_nobody
+from ._nobody import REPO, as_nobody
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: the whole suite runs as this user"),
     pytest.mark.skipif(not shutil.which("setpriv") or not shutil.which("unshare"), reason="needs util-linux setpriv and unshare"),
 ]
-
-
-@pytest.fixture
-def nobody_tmp() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))  # not in our own private TMPDIR
-    os.chown(d, NOBODY, NOBODY)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_the_containment_suites_pass_as_a_normal_user(nobody_tmp: Path) -> None:
