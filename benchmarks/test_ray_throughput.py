@@ -117,7 +117,8 @@ def test_ray_vs_local_full_humaneval(benchmark: Any, both: tuple[Sandbox, RayExe
 
     def rewards(runner: Sandbox | RayExecutor) -> list[float | None]:
         grades = code_env.grade_many(items, sandbox=runner)
-        assert all(g.reward == 1.0 for g in grades), [g.breakdown for g in grades if g.reward != 1.0][:1]
+        top = [1.0 if t.hidden_tests else 0.8 for t, _ in items]  # without a hidden test, all_public is the top tier
+        assert [g.reward for g in grades] == top, [g.breakdown for g, r in zip(grades, top, strict=True) if g.reward != r][:1]
         return [g.reward for g in grades]
 
     local_s, ray_s = _alternating(benchmark, lambda: rewards(sb), lambda: rewards(ex))
