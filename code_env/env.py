@@ -565,18 +565,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
     def _overflow_end(self, action: str) -> StepResult:
         """The step of an action whose generation overflowed, under ``context_window_overflow``:
         not run, that reward, the episode over."""
-        assert self._task is not None
-        breakdown = overflow_breakdown(self.config.reward)
-        obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
-        obs["stderr"] = _clip("the reply stopped at the model's token or context limit: not run\n")
-        obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
-        info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
-                        reward_breakdown=breakdown.model_dump(exclude_none=True)).model_dump()  # fmt: skip
         reward = round(float(self.config.reward.context_window_overflow or 0.0), 6)
-        info["step_reward"] = reward
-        self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
-        self._log(action, reward, True, False, info, [], None, None)
-        return self._advance(obs, reward, True, False, info)
+        why = "the reply stopped at the model's token or context limit: not run"
+        return self._unrun_end(action, overflow_breakdown(self.config.reward), reward, why, terminated=True)
 
     def _effective(self, task: Task) -> Task:
         """The task with this env's limits: overrides, and a per-test time within the turn budget."""
@@ -605,16 +596,23 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         if self._last_tier_reward is not None and self._last_tier_reward < self.config.reward.budget_exhausted:
             why += f"; capped at the tier of the episode's last program ({self._last_tier_reward:g})"
         breakdown = RewardBreakdown(tier="budget_exhausted", reward=round(reward + self._bonus_paid, 6), explanation=why)
+        return self._unrun_end(action, breakdown, reward, f"budget exhausted: {why}", terminated=False, budget=budget)
+
+    def _unrun_end(self, action: str, breakdown: RewardBreakdown, reward: float, stderr: str, *, terminated: bool,
+                   budget: Budget | None = None) -> StepResult:  # fmt: skip
+        """The last step of an episode whose action did not run: the previous observation with
+        ``stderr`` saying why, ``reward``, terminated (or else truncated)."""
+        assert self._task is not None
         # fresh arrays: the caller may hold (and mutate) the previous observation's, e.g. reset's
         obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
-        obs["stderr"] = _clip(f"budget exhausted: {why}\n")
+        obs["stderr"] = _clip(stderr + "\n")
         obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
         info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
                         reward_breakdown=breakdown.model_dump(exclude_none=True), budget=budget).model_dump()  # fmt: skip
         info["step_reward"] = reward
         self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
-        self._log(action, reward, False, True, info, [], None, None)
-        return self._advance(obs, reward, False, True, info)
+        self._log(action, reward, terminated, not terminated, info, [], None, None)
+        return self._advance(obs, reward, terminated, not terminated, info)
 
     def _advance(self, obs: dict[str, Any], reward: float, terminated: bool, truncated: bool,
                  info: dict[str, Any]) -> StepResult:  # fmt: skip

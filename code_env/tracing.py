@@ -48,16 +48,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from sandbox import QUEUE_TIMEOUT  # the start of such a run's sandbox_error
 
 State = Literal["generating", "context_window_overflow", "queued", "running", "executed", "judging", "judged",
                 "timed-out", "overflow"]  # fmt: skip
-STATES: tuple[State, ...] = ("generating", "context_window_overflow", "queued", "running", "executed", "judging",
-                             "judged", "timed-out", "overflow")  # fmt: skip
+STATES: tuple[State, ...] = get_args(State)
 GenerationEnd = Literal["stop", "context_window_overflow", "timed-out"]
-GENERATION_ENDS: tuple[GenerationEnd, ...] = ("stop", "context_window_overflow", "timed-out")
+GENERATION_ENDS: tuple[GenerationEnd, ...] = get_args(GenerationEnd)
 
 Transitions = list[tuple[str, float]]
 
