@@ -388,6 +388,11 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # as in any Python program
         limit_program(file_bytes)
         drop_capabilities()
+        # dumpable again (the init, whose copy of the memory this was, stays not): the host's
+        # monitor, which without a cgroup counts the pipes in the program's fd table, may read its
+        # /proc entries from outside the jail's user namespace; inside, only the run's own
+        # processes share its uid, and the filter refuses ptrace
+        prctl(PR_SET_DUMPABLE, 1)
         program.install()
         os.write(status_fd, b"R")
         os.close(status_fd)

@@ -211,9 +211,98 @@ def pss_bytes(pid: int) -> int | None:
     return None
 
 
+# What the kernel holds for a run outside its processes' resident memory, where no cgroup counts it
+# (measured on this kernel, x86_64, by the drop of MemAvailable per object, rounded up): a pipe
+# filled to its 16 pages (F_SETPIPE_SZ is refused, so no pipe grows past them) and an AF_UNIX
+# socket whose send buffer is full of the smallest messages (SO_SNDBUF and SO_RCVBUF cannot be
+# raised: the filter refuses them), and the inode and dentry of a file on the run's tmpfs.
+PIPE_BYTES = 128 * 1024
+SOCKET_BYTES = 512 * 1024
+TMPFS_INODE_BYTES = 1024
+
+
+def private_tmpfs_mounts(pid: int) -> list[str]:
+    """The writable tmpfs mount points of ``pid``'s mount namespace (the run's own work dir and
+    /tmp), from its mountinfo; empty when unreadable."""
+    try:
+        text = _read_proc(f"{pid}/mountinfo").decode("utf-8", "surrogateescape")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) >= 6 and tail and tail[0] == "tmpfs" and "rw" in fields[5].split(","):
+            out.append(fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+                       .replace("\\134", "\\"))
+    return out
+
+
+def tmpfs_used_bytes(pid: int, mounts: list[str]) -> int:
+    """What the files on ``mounts`` (seen through ``pid``'s root) hold: their pages and, per file,
+    its inode and dentry."""
+    used = 0
+    for m in mounts:
+        try:
+            st = os.statvfs(f"/proc/{pid}/root{m}")
+        except OSError:
+            continue
+        used += (st.f_blocks - st.f_bfree) * st.f_frsize + max(0, st.f_files - st.f_ffree) * TMPFS_INODE_BYTES
+    return used
+
+
+def page_table_bytes(pid: int) -> int:
+    """The page tables of ``pid``'s address space (``VmPTE``): a program touching one byte per 2 MiB
+    of a huge sparse mapping holds as much in page tables as in resident pages."""
+    try:
+        for line in _read_proc(f"{pid}/status").splitlines():
+            if line.startswith(b"VmPTE:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def pipe_count(pids: list[int]) -> int:
+    """The distinct pipes open in ``pids`` (a pipe shared by a fork counts once)."""
+    pipes: set[str] = set()
+    for p in pids:
+        d = f"/proc/{p}/fd"
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            try:
+                link = os.readlink(f"{d}/{n}")
+            except OSError:
+                continue
+            if link.startswith("pipe:"):
+                pipes.add(link)
+    return len(pipes)
+
+
+def unix_socket_inodes(pid: int | str) -> set[int]:
+    """The inodes of every AF_UNIX socket of ``pid``'s network namespace, the ones in flight (passed
+    in a message, in no process's table) included."""
+    try:
+        lines = _read_proc(f"{pid}/net/unix").splitlines()[1:]
+    except OSError:
+        return set()
+    out = set()
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 7:
+            try:
+                out.add(int(parts[6]))
+            except ValueError:
+                continue
+    return out
+
+
 class TreeMemory:
-    """The memory probe of a run without a cgroup (``Watch.memory_probe``): what the run's processes
-    hold, each page once, as a memory cgroup would count it. ``pids()`` lists the run's processes.
+    """The memory probe of a run without a cgroup (``Watch.memory_probe``): what the run holds, as a
+    memory cgroup would count it. ``pids()`` lists the run's processes.
 
     The resident sizes (``statm``, cheap) count a page that several processes share (the
     copy-on-write pages of a fork, the interpreter the program shares with its init) once per
@@ -221,22 +310,46 @@ class TreeMemory:
     pass for one big program (``oom`` here, a timeout with a cgroup). So from 90 % of the limit on,
     the resident sum is corrected by what it counts twice, measured with PSS (``smaps_rollup``: the
     kernel walks the page tables, ~1 ms per 256 MB) at most every ``PSS_EVERY_S``; in between, the
-    resident sum minus the last such excess (new growth shows at once)."""
+    resident sum minus the last such excess (new growth shows at once).
+
+    Memory that is in no process's resident set is added from the run's first ``EXTRA_EVERY_S`` on
+    (a run shorter than that cannot fill much): the page tables at every reading, and at most every
+    ``EXTRA_EVERY_S``: the files on the run's own tmpfs mounts (``private_mounts``: the mount
+    namespace is the run's, read once the monitor has set ``ready``: before, the jail may still show
+    the host's mounts), the run's AF_UNIX sockets at their full buffers (``unix_baseline``: the sockets of its
+    network namespace that are not the run's; None: the namespace is not the run's, the filter
+    refuses sockets there) and, when they could matter, its pipes at their full buffers
+    (``max_open_files`` bounds how many a process holds). The seccomp filter refuses the rest
+    (``memfd_create``, ``vmsplice``, huge pages, System V shared memory, growing a pipe or a socket
+    buffer)."""
 
     PSS_EVERY_S = 0.02
+    EXTRA_EVERY_S = 0.01
 
-    def __init__(self, pids: Any, limit_bytes: int) -> None:
+    def __init__(self, pids: Any, limit_bytes: int, *, max_open_files: int = 64, private_mounts: bool = True,
+                 unix_baseline: set[int] | frozenset[int] | None = frozenset()) -> None:
         self.pids = pids
         self.threshold = 0.9 * limit_bytes
         self.excess = 0  # what the resident sum counted more than once, at the last PSS reading
         self.measured_at = -math.inf
+        self.max_open_files = max_open_files
+        self.private_mounts = private_mounts
+        self.unix_baseline = unix_baseline
+        self.mounts: list[str] | None = None  # read once set up: the program cannot mount
+        self.ready = False  # set by the monitor once the run is set up (its mounts are the run's)
+        self.extra = 0  # the memory outside resident sets but page tables, at the last reading
+        self.started = self.extra_at = time.monotonic()  # the first reading is one period in
 
     def __call__(self) -> int:
         pids = self.pids()
         rss = sum(proc_rss_bytes(p) for p in pids)
-        if rss < self.threshold or len(pids) < 2:
-            return rss
         now = time.monotonic()
+        if pids and now - self.started >= self.EXTRA_EVERY_S:
+            rss += sum(page_table_bytes(p) for p in pids)  # at every reading: they grow as fast as pages
+            if now - self.extra_at >= self.EXTRA_EVERY_S:
+                self.extra, self.extra_at = self._outside(pids, rss), now
+        if rss + self.extra < self.threshold or len(pids) < 2:
+            return rss + self.extra
         if now - self.measured_at >= self.PSS_EVERY_S:
             excess = 0
             for p in pids:
@@ -244,7 +357,26 @@ class TreeMemory:
                 if pss is not None:  # else gone since: it holds nothing
                     excess += max(0, proc_rss_bytes(p) - pss)
             self.excess, self.measured_at = excess, now
-        return max(0, rss - self.excess)
+        return max(0, rss - self.excess) + self.extra
+
+    def _outside(self, pids: list[int], rss: int) -> int:
+        """The run's memory in no resident set but its page tables (see the class docstring)."""
+        extra = 0
+        if self.private_mounts and self.ready:
+            if self.mounts is None:
+                for p in pids:
+                    self.mounts = private_tmpfs_mounts(p)
+                    if self.mounts:
+                        break
+            extra += tmpfs_used_bytes(pids[0], self.mounts or [])
+        if self.unix_baseline is not None and self.ready:
+            sockets = unix_socket_inodes(pids[0]) - self.unix_baseline
+            extra += len(sockets) * SOCKET_BYTES
+            if sockets:  # pipes passed in a message are in no table: at most max_open_files of them
+                extra += self.max_open_files * PIPE_BYTES
+        if rss + extra + len(pids) * self.max_open_files * PIPE_BYTES >= self.threshold:
+            extra += pipe_count(pids) * PIPE_BYTES  # listed only where they could reach the limit
+        return extra
 
 
 def proc_run_delay_s(pid: int) -> float:
@@ -312,6 +444,8 @@ def watch(w: Watch) -> Outcome:
         if chunk:
             status_buf += chunk
             setup_done = setup_done or status_buf[:1] == b"R"
+            if setup_done and w.memory_probe is not None and hasattr(w.memory_probe, "ready"):
+                w.memory_probe.ready = True  # the run's own mounts are in place
         elif chunk is not None:
             poller.unregister(fd)
 

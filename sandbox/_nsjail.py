@@ -614,7 +614,9 @@ class NsjailBackend:
                         init_report=True,
                         # no cgroup: the monitor polls the jail's memory and kills it over the limit
                         memory_probe=_monitor.TreeMemory(
-                            lambda: [p for init in _children(jail.pid) for p in _monitor.tree_pids(init)], limit_bytes
+                            lambda: [p for init in _children(jail.pid) for p in _monitor.tree_pids(init)], limit_bytes,
+                            # the jail's mount and network namespaces are the run's own
+                            max_open_files=limits.max_open_files, unix_baseline=frozenset(),
                         ) if run_cgroup is None else None,
                         memory_limit_bytes=limit_bytes,
                         max_wall_s=_monitor.MAX_WALL_FACTOR * limits.timeout_s,

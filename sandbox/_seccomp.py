@@ -18,28 +18,35 @@ uid, namespaces and rlimits still apply):
   the kernel shares between all openers of one inode, a channel between concurrent runs through
   the read-only host files every jail shows (``flock``, inotify; fcntl's lock commands below); the
   machine (modules, kexec, reboot, swap, accounting, quotas, the kernel log, clocks, host and domain
-  names, I/O ports); identity changes (``set*uid``, ``set*gid``, ``setgroups``, ``capset``); and
-  System V and POSIX message-queue IPC, whose objects would outlive the run;
-* allowed: memory (``mmap``, ``mprotect``, ``madvise``, ``mremap``, ``membarrier``, ``mbind``...),
+  names, I/O ports); identity changes (``set*uid``, ``set*gid``, ``setgroups``, ``capset``);
+  System V and POSIX message-queue IPC, whose objects would outlive the run; and what holds memory
+  in no process's resident set, which only a memory cgroup would count (``memfd_create``,
+  ``vmsplice``, setting extended attributes; ``F_SETPIPE_SZ``, huge pages and larger socket buffers
+  below);
+* allowed: memory (``mmap`` but with ``MAP_HUGETLB``, ``mprotect``, ``madvise``, ``mremap``, ``membarrier``, ``mbind``...),
   file I/O and the file system calls on what the mounts let the run see (the ``stat``/``open``/
-  ``read`` families, ``getdents64``, ``rename``, ``unlink``, ``chmod``, xattrs...), ``fcntl``
+  ``read`` families, ``getdents64``, ``rename``, ``unlink``, ``chmod``, reading xattrs...), ``fcntl``
   (but its lock commands, see below), pipes,
-  ``eventfd``, ``timerfd``, ``signalfd``, ``memfd_create``, ``select``/``poll``/``epoll``, threads
+  ``eventfd``, ``timerfd``, ``signalfd``, ``select``/``poll``/``epoll``, threads
   and their synchronisation (``futex``, ``rseq``, ``set_robust_list``), signals (``kill`` and
   ``tgkill``: the kernel refuses cross-uid signals), time and sleeping, ``getrandom``, the
   ``sched_*`` calls, ``getrlimit``/``setrlimit`` (lowering is harmless; raising above the hard limit
   fails in the kernel), ``wait4``/``waitid``, ``pidfd_open``/``pidfd_send_signal``, sessions and
   process groups, ``seccomp`` (it can only add filters), Landlock (it can only restrict);
 * with arguments: ``socket`` only for ``AF_UNIX``, and only where the filesystem is private
-  (``allow_unix_sockets``), ``socketpair`` only for ``AF_UNIX``, any other family ``EPERM``; the other
-  socket calls are allowed (they only work on sockets the process could make or inherit).
+  (``allow_unix_sockets``), ``socketpair`` only for ``AF_UNIX`` and there too, any other family ``EPERM``
+  (where the network namespace is the run's own, the monitor counts each socket at its full
+  buffers); ``setsockopt`` but ``SO_SNDBUF``/``SO_RCVBUF`` (and their ``FORCE`` forms), which would
+  grow a socket's buffers to MiBs; the other socket calls are allowed (they only work on sockets the
+  process could make or inherit).
   ``clone`` with ``CLONE_THREAD`` (threads); without it, a new process, only when the run's
   ``max_processes`` allows (``allow_fork``, as ``fork``/``vfork``); never with a namespace flag
   (``CLONE_NEWUSER``, ``CLONE_NEWNS``, ``CLONE_NEWNET``, ``CLONE_NEWPID``, ``CLONE_NEWIPC``,
   ``CLONE_NEWUTS``, ``CLONE_NEWCGROUP``, ``CLONE_NEWTIME``) nor ``CLONE_PARENT`` (a sibling would be
   the sandbox's own child): ``EPERM``. ``prctl`` except ``PR_SET_DUMPABLE``, ``PR_SET_PTRACER`` and
   ``PR_SET_MM`` (``EPERM``); ``fcntl``/``fcntl64`` except the commands that lock or watch a file
-  (``LOCK_COMMANDS``: POSIX and open-file-description record locks, leases, dnotify: ``EPERM``);
+  (``LOCK_COMMANDS``: POSIX and open-file-description record locks, leases, dnotify: ``EPERM``) and
+  ``F_SETPIPE_SZ`` (a pipe stays at its 16 pages);
   ``personality`` only to query it (``0xffffffff``); ``ioctl`` except
   ``TIOCSTI`` and ``TIOCLINUX`` (typing into, or driving, a terminal); ``mknod``/``mknodat``
   except for device nodes; ``kill`` except ``kill(-1, ...)`` (every process the uid may signal); ``prlimit64`` on the
@@ -95,6 +102,11 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # host) file, so a channel between concurrent runs: locks and watches (the lock commands of
     # fcntl are refused by argument, see LOCK_COMMANDS)
     "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    # memory in no process's resident set, which only a memory cgroup would count (the monitor
+    # counts the rest, see _monitor.TreeMemory): a memfd written and unmapped, pages pinned in a
+    # pipe, extended attributes kept in the kernel
+    "memfd_create", "vmsplice", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr",
     # System V and POSIX message-queue IPC: their objects outlive the run
     "ipc", "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop",
     "semtimedop_time64", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
@@ -135,17 +147,17 @@ ALLOWED_SYSCALLS: tuple[str, ...] = (
     "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime",
     "timerfd_settime64", "timerfd_gettime", "timerfd_gettime64",
     # memory
-    "brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore",
+    "brk", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore",
     "mlock", "mlock2", "munlock", "mlockall", "munlockall", "mbind", "get_mempolicy",
     "set_mempolicy", "set_mempolicy_home_node", "pkey_alloc", "pkey_free", "pkey_mprotect",
-    "memfd_create", "cacheflush", "riscv_flush_icache",
+    "cacheflush", "riscv_flush_icache",
     # file descriptors and I/O
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
     "pwritev2", "lseek", "_llseek", "close", "close_range", "dup", "dup2", "dup3", "pipe",
     "pipe2", "fsync", "fdatasync", "sync", "syncfs",
     "sync_file_range", "sync_file_range2", "arm_sync_file_range", "fadvise64", "fadvise64_64",
     "arm_fadvise64_64", "readahead", "fallocate", "sendfile", "sendfile64", "copy_file_range",
-    "splice", "tee", "vmsplice", "eventfd", "eventfd2", "signalfd", "signalfd4",
+    "splice", "tee", "eventfd", "eventfd2", "signalfd", "signalfd4",
     "select", "_newselect", "pselect6", "pselect6_time64", "poll", "ppoll", "ppoll_time64",
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
     # files and directories (what the mounts and permissions let the run see)
@@ -157,12 +169,11 @@ ALLOWED_SYSCALLS: tuple[str, ...] = (
     "truncate64", "ftruncate64", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown",
     "lchown", "fchownat", "chown32", "fchown32", "lchown32", "umask", "utime", "utimes",
     "futimesat", "utimensat", "utimensat_time64",
-    "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr", "setxattr",
-    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
     # sockets: only those the process could make (see ``socket`` below) or inherit
     "connect", "bind", "listen", "accept", "accept4", "getsockname", "getpeername", "sendto",
     "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "recvmmsg_time64", "shutdown",
-    "getsockopt", "setsockopt", "send", "recv",
+    "getsockopt", "send", "recv",
     # the system
     "uname", "sysinfo", "getrandom",
 )  # fmt: skip
@@ -179,6 +190,15 @@ LOCK_COMMANDS: tuple[int, ...] = tuple(sorted({
                                         "F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW", "F_SETLEASE", "F_GETLEASE",
                                         "F_NOTIFY") if hasattr(fcntl, name)),
 }))  # fmt: skip
+
+# fcntl's command that grows a pipe's buffer past its 16 pages (to pipe-max-size, 1 MiB each):
+# memory in no process's resident set
+F_SETPIPE_SZ = 1031
+# mmap's flag for huge pages (x86, arm, riscv, ppc, s390): they are in no resident set
+MAP_HUGETLB = 0x40000
+# setsockopt's options (at SOL_SOCKET) that grow a socket's buffers (to wmem_max/rmem_max, often
+# MiBs each): memory in no process's resident set, refused (the defaults stay)
+SOCKET_BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
 
 CLONE_THREAD = 0x00010000
 CLONE_PARENT = 0x00008000
@@ -286,15 +306,31 @@ def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None
     else:
         if allow_unix_sockets:
             rules.split(allow, eperm, "socket", 0, [socket.AF_UNIX])
-        else:
+            rules.split(allow, eperm, "socketpair", 0, [socket.AF_UNIX])
+        else:  # no network namespace of the run's own, where the monitor would count their buffers
             rules.add(eperm, "socket")
-        rules.split(allow, eperm, "socketpair", 0, [socket.AF_UNIX])
+            rules.add(eperm, "socketpair")
+    # a socket's buffers stay at their defaults: SO_SNDBUF and friends refused at SOL_SOCKET
+    sol = sc.Arg(1, sc.MASKED_EQ, INT32, socket.SOL_SOCKET)
+    for mask, value in complement_blocks(INT32, [socket.SOL_SOCKET]):
+        rules.add(allow, "setsockopt", *([sc.Arg(1, sc.MASKED_EQ, mask, value)] if mask else []))
+    for opt in SOCKET_BUFFER_OPTIONS:
+        rules.add(eperm, "setsockopt", sol, sc.Arg(2, sc.MASKED_EQ, INT32, opt))
+    for mask, value in complement_blocks(INT32, SOCKET_BUFFER_OPTIONS):
+        rules.add(allow, "setsockopt", sol, *([sc.Arg(2, sc.MASKED_EQ, mask, value)] if mask else []))
+    # mmap without huge pages (s390's mmap passes its arguments in memory, out of a filter's reach)
+    for name in ("mmap", "mmap2"):
+        if arch in (sc.Arch.S390, sc.Arch.S390X):
+            rules.add(allow, name)
+        else:
+            rules.add(eperm, name, sc.Arg(3, sc.MASKED_EQ, MAP_HUGETLB, MAP_HUGETLB))
+            rules.add(allow, name, sc.Arg(3, sc.MASKED_EQ, MAP_HUGETLB, 0))
 
     # calls allowed but for a few argument values
     rules.split(eperm, allow, "prctl", 0, [PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_MM])
     rules.split(allow, eperm, "personality", 0, [PERSONALITY_QUERY])
     for name in ("fcntl", "fcntl64"):
-        rules.split(eperm, allow, name, 1, LOCK_COMMANDS)
+        rules.split(eperm, allow, name, 1, (*LOCK_COMMANDS, F_SETPIPE_SZ))
     rules.split(eperm, allow, "ioctl", 1, [termios.TIOCSTI, getattr(termios, "TIOCLINUX", 0x541C)])
     rules.split(eperm, allow, "kill", 0, [-1 & INT32])
     rules.split(allow, eperm, "prlimit64", 0, [0])

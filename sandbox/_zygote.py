@@ -221,6 +221,7 @@ class Worker:
             for fork in (False, True)
         }
         self.sock: socket.socket | None = None
+        self.unix_baseline: frozenset[int] = frozenset()
         self.broken: str | None = None  # set when the template is gone: this worker must be replaced
 
     def start_template(self) -> None:
@@ -237,6 +238,9 @@ class Worker:
         os.close(own_pidns)
         theirs.close()
         self.sock = ours
+        # the slot's network namespace holds the sockets of this worker and its template (and no
+        # run yet): what a run holds there is every other one
+        self.unix_baseline = frozenset(_monitor.unix_socket_inodes("self"))
 
     def _ask(self, msg: bytes, fds: list[int] | None = None) -> bytes:
         assert self.sock is not None
@@ -368,7 +372,9 @@ class Worker:
                     cpu_probe=(lambda: _monitor.tree_cpu_s(p.pid)) if wrapped else None,
                     delay_probe=(lambda: _monitor.tree_run_delay_s(p.pid)) if wrapped else None,
                     memory_probe=None if cg is not None else _monitor.TreeMemory(
-                        (lambda: _monitor.tree_pids(p.pid)) if wrapped else (lambda: [p.pid]), limit_bytes),
+                        (lambda: _monitor.tree_pids(p.pid)) if wrapped else (lambda: [p.pid]), limit_bytes,
+                        max_open_files=limits["max_open_files"], private_mounts=not weak,
+                        unix_baseline=None if weak else self.unix_baseline),
                     memory_limit_bytes=limit_bytes,
                     max_wall_s=_monitor.MAX_WALL_FACTOR * limits["timeout_s"],
                     # fork the next run's child while this one runs (for the limits just set as
