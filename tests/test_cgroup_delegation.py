@@ -232,3 +232,12 @@ def test_an_unusable_cgroup_is_a_clear_error(backend: str, kind: str, delegated:
     assert message.startswith(f"CODE_ENV_CGROUP={str(target)!r} cannot hold") and "chown -R 65534" in message
     # nothing was left in the subtree
     assert [d for d in _cgroup_dirs(delegated) if d.name.startswith("code-env-") and d != delegated] == []
+
+
+def test_code_env_info_names_an_unusable_cgroup(delegated: Path, nobody_tmp: Path) -> None:
+    target = delegated / "root-owned"
+    target.mkdir()
+    out = as_nobody([sys.executable, "-m", "code_env", "info"], tmp=nobody_tmp, timeout=180,
+                    env={"CODE_ENV_CGROUP": str(target)})  # fmt: skip
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert f"CODE_ENV_CGROUP={str(target)!r} cannot hold" in out.stderr and f"uid {NOBODY}" in out.stderr, out.stderr
