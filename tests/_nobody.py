@@ -42,17 +42,21 @@ def _closed_ancestor(path: str) -> str | None:
     return None
 
 
-def as_nobody(argv: list[str], *, tmp: Path, timeout: float,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def as_nobody(argv: list[str], *, tmp: Path, timeout: float, env: dict[str, str] | None = None,
+              cgroup: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run ``argv`` as uid/gid 65534 with HOME and TMPDIR in ``tmp`` (which that user must own),
-    and ``env`` added to its otherwise fixed environment."""
-    return subprocess.run(nobody_argv(argv, tmp=tmp, env=env), capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    ``env`` added to its otherwise fixed environment, and started in ``cgroup`` (a v1 or v2 cgroup
+    directory) if given."""
+    return subprocess.run(nobody_argv(argv, tmp=tmp, env=env, cgroup=cgroup), capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
 
 
-def nobody_argv(argv: list[str], *, tmp: Path, env: dict[str, str] | None = None) -> list[str]:
+def nobody_argv(argv: list[str], *, tmp: Path, env: dict[str, str] | None = None,
+                cgroup: Path | None = None) -> list[str]:  # fmt: skip
     """The command that runs ``argv`` as ``as_nobody`` does (for a ``Popen`` with cwd ``REPO``)."""
     script = ["mount --make-rprivate /"]
+    if cgroup is not None:
+        script.append(f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}")  # the shell, then what it execs
     for prefix in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), str(REPO)}):
         closed = _closed_ancestor(prefix)
         if closed is None:

@@ -107,10 +107,12 @@ def _oom_kills(root: Path) -> int:
 class Serving:
     """The SERVE snippet as nobody, driven a program at a time."""
 
-    def __init__(self, backend: str, cgroup: Path, tmp: Path) -> None:
+    def __init__(self, backend: str, cgroup: Path, tmp: Path, *, own: bool = False) -> None:
+        """``cgroup``: delegated through ``CODE_ENV_CGROUP``, or (``own``) the one it starts in."""
         self.backend = backend
+        env, start_in = ({}, cgroup) if own else ({"CODE_ENV_CGROUP": str(cgroup)}, None)
         self.proc = subprocess.Popen(
-            nobody_argv([sys.executable, "-c", SERVE, backend], tmp=tmp, env={"CODE_ENV_CGROUP": str(cgroup)}),
+            nobody_argv([sys.executable, "-c", SERVE, backend], tmp=tmp, env=env, cgroup=start_in),
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         self.info = self._line()
@@ -159,6 +161,18 @@ def test_info_reports_the_delegated_cgroup(backend: str, delegated: Path, nobody
     info = json.loads(out.stdout)["isolation"]
     assert info["mode"] == "user namespace", info
     assert info["memory"] == f"cgroup v1 at {delegated} (delegated)", info
+
+
+def test_a_user_who_owns_its_memory_cgroup_uses_it_without_being_told(delegated: Path, nobody_tmp: Path) -> None:
+    serving = Serving("process", delegated, nobody_tmp, own=True)
+    try:
+        assert serving.info["memory"] == f"cgroup v1 at {delegated} (own)"
+        before = _oom_kills(delegated)
+        res = serving.run("bomb")
+        assert res["oom"] and res["sandbox_error"] is None, res
+        assert _oom_kills(delegated) > before  # in the slot's cgroup, read on the host
+    finally:
+        serving.close()
 
 
 def test_without_a_delegated_cgroup_info_says_why_memory_is_the_monitors(nobody_tmp: Path) -> None:
