@@ -18,6 +18,7 @@ from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
 from .errors import (
     BackendUnavailableError,
+    CgroupUnusableError,
     IsolationUnavailableError,
     SandboxClosedError,
     SandboxError,
@@ -32,6 +33,7 @@ __all__ = [
     "BACKENDS",
     "QUEUE_TIMEOUT",
     "BackendUnavailableError",
+    "CgroupUnusableError",
     "ExecutionResult",
     "IsolationUnavailableError",
     "Limits",

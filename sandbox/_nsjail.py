@@ -40,12 +40,13 @@ nsjail's log of how the init ended.
 
 Memory verdicts rest on evidence from outside the program, never on what it prints, and never on
 ``RLIMIT_AS`` (which refuses an allocation the machine would grant: another verdict than the
-process backend's). With cgroup v1 (root), each run has a cgroup of ours (under the slot's) that
+process backend's). With cgroup v1 (root, or a normal user with a delegated cgroup:
+``_host.memory_cgroup_parent``), each run has a cgroup of ours (under the slot's) that
 carries the memory limit, with nsjail's own per-run cgroup inside it where a thread cannot join
 ours (whose limit is never the one hit), so that after the run we still read the run's exact peak
 and ``memory.failcnt``: the run "hit its memory limit" when ``failcnt > 0``, an OOM kill was
-counted, or the peak reached 90 % of the limit. Without a cgroup (a normal user; root on a machine
-without cgroup v1 memory), as in the process backend without one: the monitor reads the resident
+counted, or the peak reached 90 % of the limit. Without a cgroup (a normal user without a delegated
+one; root on a machine without cgroup v1 memory), as in the process backend without one: the monitor reads the resident
 memory of the jail's init and all its descendants (the host's ``/proc``) every 3 ms and kills the
 jail over the limit (``oom``, on our own evidence; a run that ends otherwise is ``oom`` when the
 monitor saw it at 90 % of the limit). Not ``wait4``'s max RSS of nsjail: exec records the peak of
@@ -91,12 +92,11 @@ LOG_TAIL = 64 * 1024
 LAUNCH_TIMEOUT_S = 120  # a cgroup move takes ~20 ms; only a wedged kernel takes this long
 # a tmpfs that only holds mount points (nsjail remounts it read-only once they are in place)
 HIDING_TMPFS_OPTIONS = "size=1048576,nr_inodes=4096,mode=0755"
-MEMORY_MONITOR = "monitor (resident memory polled, killed over the limit)"
 MODE_WHY = {
     "root": "running as root: no user namespace, a private uid per slot, a memory cgroup per run where the "
             "machine has cgroup v1",
     "user namespace": "not root: nsjail's user-namespace mode (the run is the caller's uid, the only one mapped in "
-                      "the jail's user namespace, with every capability dropped; memory watched by the monitor)",
+                      "the jail's user namespace, with every capability dropped)",
 }  # fmt: skip
 PROBE_TIMEOUT_S = 30
 
@@ -120,6 +120,7 @@ def find_nsjail(explicit: str | None = None) -> str:
     raise BackendUnavailableError("nsjail", f"no nsjail binary found; {INSTALL_HINT}")
 
 
+_SLOT_SERIAL = itertools.count()
 PRIVATE_TMP_BYTES = 256 * 2**20  # a run's own /tmp where the interpreter's paths occupy /tmp
 
 
@@ -142,14 +143,20 @@ class _Slot:
         if privileged:
             self.lease = _host.lease_uid()
             self.uid = self.lease.uid
-            self.cgroup, note = _host.make_cgroup(f"code-env-nsjail-{self.uid}")
-            if self.cgroup is not None and self.cgroup.version != 1:
-                _host.remove_cgroup(self.cgroup)
-                self.cgroup, note = None, "cgroup v2"
-            # _host says what the process backend would do without one; this backend polls
-            self.cgroup_note = None if note is None else f"{note.split(': memory is limited')[0]}: {MEMORY_MONITOR}"
-        else:
-            self.cgroup_note = f"not root: no cgroup; {MEMORY_MONITOR}"
+        # as root the slot's uid names it; a normal user's slots have none (and may share a
+        # delegated cgroup with other processes of that user)
+        name = f"code-env-nsjail-{self.uid}" if self.uid is not None else f"code-env-nsjail-u{os.getuid()}-{os.getpid()}-{next(_SLOT_SERIAL)}"
+        try:
+            self.cgroup, self.no_cgroup = _host.make_cgroup(name)
+        except BaseException:  # an unusable $CODE_ENV_CGROUP: nothing of the slot is left
+            if self.lease is not None:
+                self.lease.release()
+            raise
+        if self.cgroup is not None and self.cgroup.version != 1:
+            _host.remove_cgroup(self.cgroup)
+            self.no_cgroup = f"cgroup v2 at {os.path.dirname(self.cgroup.path)}: this backend uses cgroup v1 only"
+            self.cgroup = None
+        self.cgroup_note: str | None = None  # what else to know about its cgroups
         self._runs = itertools.count()
         self._lock = threading.Lock()
         self._stale: list[str] = []  # run cgroups that could not be removed at once
@@ -395,7 +402,7 @@ class NsjailBackend:
             "binary": self.binary,
             "namespaces": namespaces if self.privileged else ["user", *namespaces],
             "private_root": True,
-            "memory": "cgroup v1" if slot.cgroup else MEMORY_MONITOR,
+            "memory": _host.memory_mode([slot.cgroup] if slot.cgroup else [], slot.no_cgroup),
             "memory_note": slot.cgroup_note,
             "seccomp": True,
             "capabilities": "none (nsjail drops every set, the init drops them again before the program)",

@@ -80,12 +80,18 @@ class _Slot:
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
         self.cgroups: list[_host.CgroupInfo] = []
-        self.cgroup_note: str | None = None
-        for half in ("a", "b"):
-            cg, self.cgroup_note = _host.make_cgroup(f"code-env-{self.uid}-{half}")
-            if cg is None:
-                break
-            self.cgroups.append(cg)
+        self.cgroup_note: str | None = None  # why there are none
+        try:
+            for half in ("a", "b"):
+                cg, self.cgroup_note = _host.make_cgroup(f"code-env-{self.uid}-{half}")
+                if cg is None:
+                    break
+                self.cgroups.append(cg)
+        except BaseException:  # an unusable $CODE_ENV_CGROUP: nothing of the slot is left
+            for cg in self.cgroups:
+                _host.remove_cgroup(cg)
+            self.lease.release()
+            raise
         if len(self.cgroups) < 2:
             for cg in self.cgroups:
                 _host.remove_cgroup(cg)
@@ -131,8 +137,9 @@ class _Slot:
             self.stop()
             raise RuntimeError(f"sandbox worker failed to start: {hello.get('error')}\n{hello.get('trace', '')}")
         self.info = hello["info"]
-        if self.cgroup_note:
-            self.info["memory_note"] = self.cgroup_note
+        opened = self.cgroups and "cgroup_error" not in self.info
+        reason = self.cgroup_note or f"the worker cannot open the slot's cgroups ({self.info.get('cgroup_error')})"
+        self.info["memory"] = _host.memory_mode(self.cgroups if opened else [], reason)
 
     def stop(self, *, kill: bool = False) -> None:
         proc, self.proc = self.proc, None

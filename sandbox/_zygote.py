@@ -471,7 +471,7 @@ def serve() -> None:
             "weak": "isolation='weak' was asked for: seccomp, rlimits and a private directory only",
             "root": "running as root: namespaces, a private uid per worker, memory cgroups",
             "user namespace": "not root: unprivileged user namespaces (the run is uid 0 of the worker's user "
-                              "namespace with every capability dropped; memory watched by the worker)",
+                              "namespace with every capability dropped)",
         }[info["mode"]]
         if not weak:
             try:

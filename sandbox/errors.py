@@ -9,6 +9,8 @@ Hierarchy::
     │   └── IsolationUnavailableError     the kernel refuses the namespaces a run needs (not root and
     │                                     no unprivileged user namespaces): fails closed, names the
     │                                     ways out (root, user namespaces, or isolation="weak")
+    ├── CgroupUnusableError               ``$CODE_ENV_CGROUP`` names a cgroup this user cannot use
+    │                                     (the path, and the permission or controller it lacks)
     └── SandboxClosedError                ``run`` on a sandbox that was closed
 
 Bad arguments (code that is not a string, a NUL byte in the code, limits out of range) raise the
@@ -20,6 +22,8 @@ ours is never mistaken for a verdict on the program.
 """
 
 from __future__ import annotations
+
+import os
 
 
 class SandboxError(Exception):
@@ -43,6 +47,20 @@ class BackendUnavailableError(SandboxError):
         self.backend = backend
         self.reason = reason
         super().__init__(f"sandbox backend {backend!r} is unavailable: {reason}")
+
+
+class CgroupUnusableError(SandboxError):
+    """``$CODE_ENV_CGROUP`` is set but this user cannot make memory cgroups there and move runs
+    into them; raised when the ``Sandbox`` is created (never a silent fall-back to no cgroup)."""
+
+    def __init__(self, path: str, missing: str) -> None:
+        self.path = path
+        self.missing = missing
+        super().__init__(
+            f"CODE_ENV_CGROUP={path!r} cannot hold the sandbox's memory cgroups: {missing}. Delegate it to uid "
+            f"{os.geteuid()} (as root: chown -R {os.geteuid()} {path}; with systemd: systemd-run --user --scope -p "
+            "Delegate=yes ...), or unset CODE_ENV_CGROUP (memory is then watched by the sandbox's monitor)"
+        )
 
 
 class SandboxClosedError(SandboxError):

@@ -42,9 +42,21 @@ def _closed_ancestor(path: str) -> str | None:
     return None
 
 
-def as_nobody(argv: list[str], *, tmp: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as uid/gid 65534 with HOME and TMPDIR in ``tmp`` (which that user must own)."""
+def as_nobody(argv: list[str], *, tmp: Path, timeout: float, env: dict[str, str] | None = None,
+              cgroup: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run ``argv`` as uid/gid 65534 with HOME and TMPDIR in ``tmp`` (which that user must own),
+    ``env`` added to its otherwise fixed environment, and started in ``cgroup`` (a v1 or v2 cgroup
+    directory) if given."""
+    return subprocess.run(nobody_argv(argv, tmp=tmp, env=env, cgroup=cgroup), capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+
+
+def nobody_argv(argv: list[str], *, tmp: Path, env: dict[str, str] | None = None,
+                cgroup: Path | None = None) -> list[str]:  # fmt: skip
+    """The command that runs ``argv`` as ``as_nobody`` does (for a ``Popen`` with cwd ``REPO``)."""
     script = ["mount --make-rprivate /"]
+    if cgroup is not None:
+        script.append(f"echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}")  # the shell, then what it execs
     for prefix in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), str(REPO)}):
         closed = _closed_ancestor(prefix)
         if closed is None:
@@ -53,10 +65,10 @@ def as_nobody(argv: list[str], *, tmp: Path, timeout: float) -> subprocess.Compl
         script += [f"mkdir -p {stage}", f"mount --bind {shlex.quote(prefix)} {stage}",
                    f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(closed)}",
                    f"mkdir -p {shlex.quote(prefix)}", f"mount --bind {stage} {shlex.quote(prefix)}"]  # fmt: skip
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "TMPDIR": str(tmp),
-           "LANG": "C.UTF-8"}  # fmt: skip
+    fixed = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp), "TMPDIR": str(tmp),
+             "LANG": "C.UTF-8"}  # fmt: skip
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv]  # fmt: skip
+            "--bounding-set=-all", "--", "env", "-i", *[f"{k}={v}" for k, v in {**fixed, **(env or {})}.items()],
+            *argv]  # fmt: skip
     script.append("exec " + shlex.join(drop))
-    return subprocess.run(["unshare", "-m", "sh", "-c", " && ".join(script)], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    return ["unshare", "-m", "sh", "-c", " && ".join(script)]
