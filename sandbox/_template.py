@@ -276,9 +276,29 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
         for path in _paths.PROC_MASKS:  # as in the slot's /proc
             _linux.mask(path)
+    _proc_views(spec)
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)
+
+
+def _proc_views(spec: dict[str, Any]) -> None:
+    """Bind the run's own view (``_paths.proc_views``: its memory limit, its CPUs, counters that
+    never move) over the /proc files that show the whole machine, in the run's mount namespace
+    (over the slot's /proc or the run's own). Each is written to the run's tmpfs and unlinked once
+    bound: the bind is the only name left, and it is read-only."""
+    views = _paths.proc_views(spec["memory_mb"], os.sched_getaffinity(0))
+    src = WORK_PARENT + "/.proc-view"
+    for path, content in views.items():
+        if not os.path.exists(path):  # a kernel without PSI, schedstats...
+            continue
+        fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        try:
+            os.write(fd, content)
+        finally:
+            os.close(fd)
+        _linux.bind_ro(src, path)
+        os.unlink(src)
 
 
 def _private_tmp(spec: dict[str, Any]) -> None:
