@@ -590,3 +590,19 @@ def test_a_run_sizes_itself_by_its_own_limit(backend: str) -> None:
     assert seen == {"total": [str(200 * 1024), "kB"], "available": [str(200 * 1024), "kB"], "cpus": cpus,
                     "mp": cpus, "pages": os.sysconf("SC_PHYS_PAGES"), "numpy": 6.0}  # fmt: skip
 
+
+def test_weak_mode_says_its_proc_is_the_hosts() -> None:
+    """Weak isolation has no mount namespace to mask /proc in: its warning and its ``info`` say so,
+    and a run there reads the host's MemTotal."""
+    from sandbox import Sandbox
+    from sandbox._paths import WEAK_PROC_NOTE
+
+    with pytest.warns(RuntimeWarning, match=r"/proc is the host's, unmasked: the machine's memory \(/proc/meminfo"):
+        sb = Sandbox(workers=1, isolation="weak")
+    try:
+        assert sb.isolation["proc"] == WEAK_PROC_NOTE
+        res = sb.run("print(open('/proc/meminfo').readline())")
+    finally:
+        sb.close()
+    with open("/proc/meminfo") as fh:
+        assert res.exit_code == 0 and res.stdout.strip() == fh.readline().strip(), res
