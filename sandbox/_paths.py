@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime", "/proc/loadavg")
 
 # The files of a jail's /proc whose figures are the whole machine's and move when anything on it
-# (another run, concurrent or earlier) allocates, forks, runs or does I/O: a channel between runs
-# and a view of the host. Each jail binds, read-only, a file of the run's own view over them
+# (another run, concurrent or earlier) allocates, forks, runs, opens files or does I/O: a channel
+# between runs and a view of the host. Each jail binds, read-only, a file of the run's own view over them
 # (``proc_views``): /proc/meminfo says the run's memory limit, /proc/stat the CPUs the run may use
 # with counters that never move; the others are constant. A path the kernel lacks (/proc/pressure
 # without PSI, /proc/schedstat without schedstats) is skipped. What stays the host's: the
@@ -38,16 +38,18 @@ PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime"
 PROC_VIEW_PATHS = ("/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo",
                    "/proc/slabinfo", "/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io",
                    "/proc/pressure/irq", "/proc/schedstat", "/proc/diskstats", "/proc/interrupts",
-                   "/proc/softirqs")  # fmt: skip
+                   "/proc/softirqs", "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr",
+                   "/proc/sys/fs/dentry-state")  # fmt: skip
 # What ``code-env info`` says of a jail's /proc ("proc"), and of weak mode's, which is the host's own.
 PROC_NOTE = ("own pid namespace, hidepid=2; the host's command line, boot id, uptime and load cannot be "
              "opened; meminfo (the run's memory limit), stat (the run's CPUs, counters at zero), vmstat, "
-             "zoneinfo, buddyinfo, slabinfo, pressure, schedstat, diskstats, interrupts and softirqs are "
-             "the run's own constant view; the sysinfo call and cpuinfo stay the host's")
+             "zoneinfo, buddyinfo, slabinfo, pressure, schedstat, diskstats, interrupts, softirqs and "
+             "sys/fs/{file-nr,inode-nr,dentry-state} are the run's own constant view; the sysinfo call and "
+             "cpuinfo stay the host's")
 WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo and the sysinfo call: total, "
                   "free, available), its CPU counters, boot time, processes forked and context switches "
                   "(/proc/stat), load, uptime, kernel command line, boot id, memory and I/O pressure, disk, "
-                  "interrupt and VM statistics, every process of your user; all of it moved by other runs")
+                  "interrupt, VM and open-file statistics, every process of your user; all of it moved by other runs")
 PROC_VIEW_BTIME = 946684800  # /proc/stat's boot time: 2000-01-01, the same in every run
 _PRESSURE = b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
 _MEMINFO_ZERO = ("Buffers", "Cached", "SwapCached", "Active", "Inactive", "Active(anon)", "Inactive(anon)",
@@ -62,8 +64,8 @@ def proc_views(memory_mb: int, cpus: Iterable[int]) -> dict[str, bytes]:
     ``memory_mb`` is MemTotal, MemFree and MemAvailable of /proc/meminfo (a program sizing its
     buffers by them sizes them by its own limit), ``cpus`` the CPU numbers /proc/stat lists
     (glibc's ``get_nprocs``, hence ``os.cpu_count()``, counts them there: the jail has no /sys),
-    every counter zero and the boot time ``PROC_VIEW_BTIME``. The rest: constant (/proc/pressure,
-    all zero) or empty."""
+    every counter zero and the boot time ``PROC_VIEW_BTIME``. The rest: constant (/proc/pressure
+    and /proc/sys/fs's counts of open files, inodes and dentries, all zero) or empty."""
     kb = memory_mb * 1024
 
     def line(key: str, value: int, unit: str = " kB") -> str:
@@ -87,6 +89,10 @@ def proc_views(memory_mb: int, cpus: Iterable[int]) -> dict[str, bytes]:
     for path in PROC_VIEW_PATHS:
         if path.startswith("/proc/pressure/"):
             views[path] = _PRESSURE
+    # the machine's open files, inodes and dentries (another run moves them by opening files)
+    views["/proc/sys/fs/file-nr"] = b"0\t0\t0\n"
+    views["/proc/sys/fs/inode-nr"] = b"0\t0\n"
+    views["/proc/sys/fs/dentry-state"] = b"0\t0\t0\t0\t0\t0\n"
     return views
 
 

@@ -467,14 +467,15 @@ def test_proc_files_that_tell_the_host_cannot_be_read(backend: str, fork: bool) 
         assert host[path] not in res.stdout, path
 
 
-# The host's side of the /proc views' test: until its stdin closes, allocate and touch 64 MiB, fork
-# 50 processes that spin for 20 ms, wait for them, free; "ready" after the first round.
+# The host's side of the /proc views' test: until its stdin closes, allocate and touch 64 MiB, open
+# 1000 files, fork 50 processes that spin for 20 ms, wait for them, free; "ready" after the first round.
 DISTURBER = r'''
 import os, select, sys, time
 ready = False
 while True:
     b = bytearray(64 << 20)
     b[::4096] = b"x" * len(b[::4096])
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1000)]
     pids = []
     for _ in range(50):
         pid = os.fork()
@@ -486,6 +487,8 @@ while True:
         pids.append(pid)
     for pid in pids:
         os.waitpid(pid, 0)
+    for fd in fds:
+        os.close(fd)
     del b
     if not ready:
         print("ready", flush=True)
@@ -532,7 +535,7 @@ def _read_host(paths: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_proc_files_with_the_machines_figures_show_the_runs_own_view(backend: str, fork: bool) -> None:
     """/proc/meminfo, /proc/stat and the other files of ``sandbox._paths.PROC_VIEW_PATHS``: a host
-    process allocates, touches and frees 64 MiB and forks 50 spinning processes, round after round,
+    process allocates, touches and frees 64 MiB, opens 1000 files and forks 50 spinning processes, round after round,
     while a run reads each file twice, a second apart. The host's own readings before and after the
     run differ; the run's two are the same, and are the run's view (its limit, its CPUs, counters at
     zero), nothing of the host's."""
