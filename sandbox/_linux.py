@@ -37,7 +37,12 @@ def _check(ret: int, what: str) -> None:
 
 def mask(path: str) -> None:
     """Bind /dev/null over ``path`` (a file), read-only and ``nodev``: it cannot be opened."""
-    mount("/dev/null", path, None, MS_BIND)
+    bind_ro("/dev/null", path)
+
+
+def bind_ro(src: str, path: str) -> None:
+    """Bind ``src`` over ``path`` (files), read-only, ``nosuid`` and ``nodev``."""
+    mount(src, path, None, MS_BIND)
     ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
     try:
         mount(None, path, None, ro)

@@ -345,6 +345,12 @@ class NsjailBackend:
             os.mkdir(self._empty, 0o555)
             os.chmod(self._empty, 0o555)
             self._jail = jail
+            # the run's own view of the /proc files that show the whole machine (_paths.proc_views):
+            # all but /proc/meminfo (its memory limit) in the config, that one per run
+            self._views = os.path.join(self._dir, "proc")
+            os.mkdir(self._views, 0o755)
+            self._cpus = sorted(os.sched_getaffinity(0))  # nsjail and its jail inherit them
+            self._views_lock = threading.Lock()
             self._config = os.path.join(self._dir, "jail.cfg")  # the jail's static view (see the docstring)
             with open(self._config, "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write(self._mount_config(jail))
@@ -409,15 +415,16 @@ class NsjailBackend:
             "uid": slot.uid if slot.uid is not None else os.getuid(),
             "uid_switch": self.privileged,
             "pid1": "sandbox init (the program is pid 2)",
-            "proc": "own pid namespace, hidepid=2",
+            "proc": _paths.PROC_NOTE,
             "allowed_packages": list(self.allowed_packages),
             "mounts": [list(m) for m in self._jail],
         }
 
     def _mount_config(self, jail: list[_paths.Mount]) -> str:
         """nsjail's configuration (text protobuf) of the jail's root: ``jail`` (in its order),
-        devices, /proc, /sbx, /tmp. Every mount is read-only but /dev/null; the run's work dir is
-        added per run on the command line (its size is a limit)."""
+        devices, /proc (its masks, the run's views but /proc/meminfo), /sbx, /tmp. Every mount is
+        read-only but /dev/null; the run's work dir and /proc/meminfo are added per run on the
+        command line (its size and the memory limit are limits)."""
         lines: list[str] = []
 
         def mount(**fields: str | bool) -> None:
@@ -459,10 +466,28 @@ class NsjailBackend:
         mount(dst="/proc", fstype="proc", options="hidepid=2", nosuid=True, nodev=True, noexec=True)
         for path in _paths.PROC_MASKS:  # what would tell the host itself: /dev/null, nodev, cannot be opened
             mount(src="/dev/null", dst=path, is_bind=True, nosuid=True, nodev=True)
+        for path, content in _paths.proc_views(Limits().memory_mb, self._cpus).items():
+            # not on a kernel without PSI, schedstats...; nor where we cannot read the file (nsjail
+            # opens its target: /proc/slabinfo is root's), and then neither can the program
+            if path != "/proc/meminfo" and os.access(path, os.R_OK):
+                mount(src=self._view_file(path.removeprefix("/proc/").replace("/", "-"), content), dst=path,
+                      is_bind=True, nosuid=True, nodev=True)  # fmt: skip
         mount(src=self._share, dst="/sbx", is_bind=True, nosuid=True, nodev=True)
         if not any(m.dst == "/tmp" or m.dst.startswith("/tmp/") for m in jail):
             mount(src="/sandbox", dst="/tmp", is_symlink=True)  # /tmp is the run's own work dir
         return "\n".join(lines) + "\n"
+
+    def _view_file(self, name: str, content: bytes) -> str:
+        """A file of the jails' /proc views (see ``__init__``), written once, read-only for all."""
+        path = os.path.join(self._views, name)
+        with self._views_lock:
+            if not os.path.exists(path):
+                tmp = path + ".new"
+                with open(tmp, "wb") as fh:
+                    fh.write(content)
+                os.chmod(tmp, 0o444)
+                os.rename(tmp, path)
+        return path
 
     def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
                  code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
@@ -506,6 +531,8 @@ class NsjailBackend:
             parent = os.path.relpath(run_cgroup, CGROUP_V1_MEMORY)
             cmd += ["--cgroup_mem_max", str((limits.memory_mb + 64) * 2**20), "--cgroup_mem_parent", parent]
         # (born in the run's cgroup: nsjail was started inside it, see _Slot)
+        meminfo = _paths.proc_views(limits.memory_mb, self._cpus)["/proc/meminfo"]
+        cmd += ["-R", self._view_file(f"meminfo-{limits.memory_mb}", meminfo) + ":/proc/meminfo"]  # after /proc
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),

@@ -42,7 +42,10 @@ WEAK_WARNING = (
     "own user, with seccomp (no network, no exec, no AF_UNIX sockets) and rlimits, in a private "
     "directory; but they can read every file your user can read (your home, API keys in files, "
     "task data), see your processes and their environments in /proc, signal them, write where your "
-    "user may write, and a program allowed to fork can leave processes behind"
+    "user may write, and a program allowed to fork can leave processes behind. /proc is the host's, "
+    "unmasked: the machine's memory (/proc/meminfo, sysinfo), CPU counters, boot time, forks and "
+    "context switches (/proc/stat), load, uptime, kernel command line, boot id, pressure, disk and VM "
+    "statistics, which other runs move"
 )
 
 

@@ -24,7 +24,8 @@ At start-up the worker isolates itself once: (as a normal user: a user namespace
 IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
 host paths (``_paths.jail_mounts``), and a ``/proc`` of the slot's own PID namespace (the monitor
 is its PID 1), read-only, ``hidepid=2``, its files that tell the host itself (``_paths.PROC_MASKS``)
-masked.
+masked; each run child binds its own view over the files with the whole machine's figures
+(``_paths.proc_views``).
 """
 
 from __future__ import annotations
@@ -498,7 +499,9 @@ def serve() -> None:
         if not weak:
             setup_root(cfg)
             info["private_root"] = True
-            info["proc"] = "own pid namespace, hidepid=2"
+            info["proc"] = _paths.PROC_NOTE
+        else:
+            info["proc"] = _paths.WEAK_PROC_NOTE
         info["seccomp"] = True
         # Done once: every child inherits the run's environment and interpreter state.
         os.environ.clear()

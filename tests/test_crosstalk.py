@@ -465,3 +465,147 @@ def test_proc_files_that_tell_the_host_cannot_be_read(backend: str, fork: bool) 
     assert json.loads(res.stdout) == dict.fromkeys(PROC_MASKS, "PermissionError"), res.stdout
     for path in ("/proc/cmdline", "/proc/sys/kernel/random/boot_id"):  # the values that do not change
         assert host[path] not in res.stdout, path
+
+
+# The host's side of the /proc views' test: until its stdin closes, allocate and touch 64 MiB, open
+# 1000 files, fork 50 processes that spin for 20 ms, wait for them, free; "ready" after the first round.
+DISTURBER = r'''
+import os, select, sys, time
+ready = False
+while True:
+    b = bytearray(64 << 20)
+    b[::4096] = b"x" * len(b[::4096])
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1000)]
+    pids = []
+    for _ in range(50):
+        pid = os.fork()
+        if pid == 0:
+            end = time.monotonic() + 0.02
+            while time.monotonic() < end:
+                pass
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    for fd in fds:
+        os.close(fd)
+    del b
+    if not ready:
+        print("ready", flush=True)
+        ready = True
+    if select.select([sys.stdin], [], [], 0)[0] and not sys.stdin.read(1):
+        break
+'''
+
+# Reads each path (stdin) twice, a second apart, and prints both readings.
+READ_TWICE = r'''
+import json, sys, time
+paths = sys.stdin.read().split()
+def read():
+    out = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                out[path] = fh.read().decode(errors="replace")
+        except OSError as exc:
+            out[path] = type(exc).__name__
+    return out
+first = read()
+time.sleep(1)
+print(json.dumps([first, read()]))
+'''
+
+# What the disturber moves on the host, every time: free memory and pages per zone, forks and
+# context switches, page faults, timer interrupts and softirqs, CPU pressure. (Buddy lists, disk,
+# I/O and memory pressure move with whatever else the machine does; each is checked in the jail
+# all the same.)
+MOVED_BY_THE_HOST = ("/proc/meminfo", "/proc/zoneinfo", "/proc/stat", "/proc/vmstat", "/proc/interrupts",
+                     "/proc/softirqs", "/proc/pressure/cpu")  # fmt: skip
+
+
+def _read_host(paths: list[str]) -> dict[str, str]:
+    out = {}
+    for path in paths:
+        with open(path, "rb") as fh:
+            out[path] = fh.read().decode(errors="replace")
+    return out
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_proc_files_with_the_machines_figures_show_the_runs_own_view(backend: str, fork: bool) -> None:
+    """/proc/meminfo, /proc/stat and the other files of ``sandbox._paths.PROC_VIEW_PATHS``: a host
+    process allocates, touches and frees 64 MiB, opens 1000 files and forks 50 spinning processes, round after round,
+    while a run reads each file twice, a second apart. The host's own readings before and after the
+    run differ; the run's two are the same, and are the run's view (its limit, its CPUs, counters at
+    zero), nothing of the host's."""
+    from sandbox._paths import PROC_VIEW_PATHS, proc_views
+
+    paths = [p for p in PROC_VIEW_PATHS if os.path.exists(p)]
+    readable = [p for p in paths if os.access(p, os.R_OK)]
+    limits = Limits(timeout_s=20, memory_mb=300, max_processes=4 if fork else 1)
+    expected = proc_views(limits.memory_mb, os.sched_getaffinity(0))
+    disturber = subprocess.Popen([sys.executable, "-c", DISTURBER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)  # fmt: skip
+    try:
+        assert disturber.stdout is not None and disturber.stdout.readline() == "ready\n"
+        before = _read_host(readable)
+        res = get_sandbox(backend).run(READ_TWICE, stdin=" ".join(paths), limits=limits)
+        after = _read_host(readable)
+    finally:
+        assert disturber.stdin is not None and disturber.stdout is not None
+        disturber.stdin.close()
+        disturber.wait(timeout=60)
+        disturber.stdout.close()
+    moved = [p for p in MOVED_BY_THE_HOST if p in readable]
+    assert "/proc/meminfo" in moved and "/proc/stat" in moved, moved
+    assert [p for p in moved if before[p] == after[p]] == [], "the host's figures did not move: the test is blind"
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    first, second = json.loads(res.stdout)
+    assert first == second, [p for p in paths if first[p] != second[p]]
+    # (a file we may not read, /proc/slabinfo as a normal user: nsjail cannot bind over it, and the
+    # kernel refuses it to the run as it does to us)
+    views = {p: expected[p].decode() if p in readable or backend == "process" else "PermissionError" for p in paths}
+    assert first == views, first
+    for path in readable:
+        if before[path].strip():
+            assert first[path] not in (before[path], after[path]), path
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_run_sizes_itself_by_its_own_limit(backend: str) -> None:
+    """MemTotal and MemAvailable are the run's memory limit; what programs read to size
+    themselves still works: ``os.cpu_count()`` and ``multiprocessing.cpu_count()`` count the CPUs
+    the run may use (from /proc/stat: the jail has no /sys), numpy imports, and
+    ``sysconf(_SC_PHYS_PAGES)`` is the host's (glibc asks the ``sysinfo`` call, which stays
+    allowed: refused, glibc would return whatever its stack held)."""
+    code = (
+        "import json, multiprocessing, os\nimport numpy\n"
+        "mem = dict(line.split(':') for line in open('/proc/meminfo'))\n"
+        "print(json.dumps({'total': mem['MemTotal'].split(), 'available': mem['MemAvailable'].split(),\n"
+        "    'cpus': os.cpu_count(), 'mp': multiprocessing.cpu_count(), 'pages': os.sysconf('SC_PHYS_PAGES'),\n"
+        "    'numpy': float(numpy.arange(4).sum())}))\n"
+    )  # fmt: skip
+    res = get_sandbox(backend).run(code, limits=Limits(memory_mb=200))
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    seen = json.loads(res.stdout)
+    cpus = len(os.sched_getaffinity(0))
+    assert seen == {"total": [str(200 * 1024), "kB"], "available": [str(200 * 1024), "kB"], "cpus": cpus,
+                    "mp": cpus, "pages": os.sysconf("SC_PHYS_PAGES"), "numpy": 6.0}  # fmt: skip
+
+
+def test_weak_mode_says_its_proc_is_the_hosts() -> None:
+    """Weak isolation has no mount namespace to mask /proc in: its warning and its ``info`` say so,
+    and a run there reads the host's MemTotal."""
+    from sandbox import Sandbox
+    from sandbox._paths import WEAK_PROC_NOTE
+
+    with pytest.warns(RuntimeWarning, match=r"/proc is the host's, unmasked: the machine's memory \(/proc/meminfo"):
+        sb = Sandbox(workers=1, isolation="weak")
+    try:
+        assert sb.isolation["proc"] == WEAK_PROC_NOTE
+        res = sb.run("print(open('/proc/meminfo').readline())")
+    finally:
+        sb.close()
+    with open("/proc/meminfo") as fh:
+        assert res.exit_code == 0 and res.stdout.strip() == fh.readline().strip(), res

@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox
-from sandbox._paths import PROC_MASKS, jail_mounts
+from sandbox._paths import PROC_MASKS, PROC_VIEW_PATHS, jail_mounts
 
 from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, VIEW_WALKER, expected_view, project_files
 from .conftest import BACKENDS, assert_contained, get_sandbox
 from .test_nsjail_isolation import WALKER, collect_needles
 
-# Mount points a backend adds beside the allowlist: its /proc, /dev nodes, work dir, nsjail's share.
+# Mount points a backend adds beside the allowlist: its /proc (with its masks and views), /dev nodes,
+# work dir, nsjail's share.
 BACKEND_MOUNTS = {"/", "/proc", "/sandbox", "/sbx", *(f"/dev/{n}" for n in ("null", "zero", "full", "random", "urandom")),
-                  *PROC_MASKS}  # fmt: skip
+                  *PROC_MASKS, *PROC_VIEW_PATHS}  # fmt: skip
 
 # What a later run does to find what earlier runs held: its whole address space, its work dir,
 # /dev/shm, /tmp, SysV IPC and every /proc file it may read, for "CANARY-" + 32 hex digits (the
