@@ -22,10 +22,12 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sandbox import ExecutionResult, Limits, Sandbox
 
@@ -70,6 +72,7 @@ print(" ".join(map(str, counts)))
 class ChannelResult:
     """One slot length's measurement."""
 
+    where: Literal["sandbox", "host"]
     slot_ms: float
     slots: int
     senders: int
@@ -115,12 +118,9 @@ def decode(counts: list[int], window: int = WINDOW) -> list[int]:
     return out
 
 
-def measure(slot_ms: float, slots: int, *, senders: int, seed: int = 0) -> ChannelResult:
-    """Send ``slots`` random bits (``seed``) through the CPUs from one sandbox to another."""
-    rng = random.Random(seed)
-    bits = "".join(rng.choice("01") for _ in range(slots))
-    slot = slot_ms / 1000
-    budget = LEAD_S + slots * slot + 10
+def _through_sandboxes(bits: str, slot: float, senders: int) -> str:
+    """The receiver's output, senders and receiver each in their own ``Sandbox``."""
+    budget = LEAD_S + len(bits) * slot + 10
     limits = Limits(timeout_s=budget, cpu_time_s=budget, memory_mb=256)
     with Sandbox("process", workers=senders) as tx, Sandbox("process", workers=1) as rx:
         tx.run_many(["pass"] * senders)  # the workers are up before the clock starts
@@ -130,18 +130,43 @@ def measure(slot_ms: float, slots: int, *, senders: int, seed: int = 0) -> Chann
         thread = threading.Thread(target=lambda: sent.extend(
             tx.run_many([SENDER.format(t0=t0, slot=slot, bits=bits)] * senders, limits=limits)))  # fmt: skip
         thread.start()
-        got = rx.run(RECEIVER.format(t0=t0, slot=slot, n=slots, guard=GUARD), limits=limits)
+        got = rx.run(RECEIVER.format(t0=t0, slot=slot, n=len(bits), guard=GUARD), limits=limits)
         thread.join()
     for r in [*sent, got]:
         if r.exit_code != 0:
             raise RuntimeError(f"a channel run failed: exit {r.exit_code}, {r.sandbox_error or r.stderr[-500:]}")
-    counts = [int(x) for x in got.stdout.split()]
+    return got.stdout
+
+
+def _through_host_processes(bits: str, slot: float, senders: int) -> str:
+    """The receiver's output, the same programs as plain processes of the host (the anchor)."""
+    t0 = time.time() + LEAD_S
+    timeout = LEAD_S + len(bits) * slot + 10
+    tx = [subprocess.Popen([sys.executable, "-I", "-c", SENDER.format(t0=t0, slot=slot, bits=bits)]) for _ in range(senders)]
+    try:
+        got = subprocess.run([sys.executable, "-I", "-c", RECEIVER.format(t0=t0, slot=slot, n=len(bits), guard=GUARD)],
+                             capture_output=True, text=True, timeout=timeout, check=True)  # fmt: skip
+    finally:
+        for p in tx:
+            p.wait(timeout=timeout)
+    return got.stdout
+
+
+def measure(slot_ms: float, slots: int, *, senders: int, seed: int = 0,
+            where: Literal["sandbox", "host"] = "sandbox") -> ChannelResult:  # fmt: skip
+    """Send ``slots`` random bits (``seed``) through the CPUs from one sandbox to another (or,
+    ``where="host"``, between the same programs run as plain host processes)."""
+    rng = random.Random(seed)
+    bits = "".join(rng.choice("01") for _ in range(slots))
+    slot = slot_ms / 1000
+    transmit = _through_sandboxes if where == "sandbox" else _through_host_processes
+    counts = [int(x) for x in transmit(bits, slot, senders).split()]
     if len(counts) != slots:
         raise RuntimeError(f"the receiver counted {len(counts)} slots of {slots}")
     errors = sum(b != int(s) for b, s in zip(decode(counts), bits, strict=True))
     p = errors / slots
     rate = 1000 / slot_ms
-    return ChannelResult(slot_ms=slot_ms, slots=slots, senders=senders, raw_bits_per_s=rate, bit_errors=errors,
+    return ChannelResult(where=where, slot_ms=slot_ms, slots=slots, senders=senders, raw_bits_per_s=rate, bit_errors=errors,
                          bit_error_rate=p, capacity_bits_per_s=rate * (1 - entropy(p)),
                          capacity_range=capacity_range(errors, slots, rate))  # fmt: skip
 
@@ -151,14 +176,16 @@ def table(results: list[ChannelResult], *, cores: int, when: str) -> str:
     lines = [
         f"Measured {when} on {cores} cores (`pytest benchmarks/test_timing_channel.py --save-results`): "
         f"{results[0].senders} sender run(s) in one `Sandbox`, one receiver run in another, the same machine; "
-        "random bits, decoded against the receiver's progress in the 32 slots around each (the midpoint of its quartiles).",
+        "random bits, decoded against the receiver's progress in the 32 slots around each (the midpoint of its quartiles). "
+        "The anchor: the same programs as plain processes of the host, right after.",
         "",
-        "| slot | slots sent | raw bits/s | bit error rate | capacity bits/s (`slots/s × (1 - H(p))`) | "
+        "| slot | between | slots sent | raw bits/s | bit error rate | capacity bits/s (`slots/s × (1 - H(p))`) | "
         "capacity over the 95 % interval of `p` |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        lines.append(f"| {r.slot_ms:g} ms | {r.slots} | {r.raw_bits_per_s:.0f} | {r.bit_error_rate:.3f} | "
+        between = "two `Sandbox`es" if r.where == "sandbox" else "host processes (anchor)"
+        lines.append(f"| {r.slot_ms:g} ms | {between} | {r.slots} | {r.raw_bits_per_s:.0f} | {r.bit_error_rate:.3f} | "
                      f"{r.capacity_bits_per_s:.1f} | {r.capacity_range[0]:.1f} – {r.capacity_range[1]:.1f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
