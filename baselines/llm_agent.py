@@ -71,7 +71,7 @@ sandbox: the same pass@k, reward distribution and token counts. A request that i
 the feedback changed) is an error that says which request it was.
 
 Outputs, in the run directory (``Run.create``): ``config.json``, ``meta.json``, ``llm_record.jsonl``
-(live runs), ``samples.jsonl`` (one line per sample: turns, replies, tier, return, tokens),
+(live runs), ``samples.jsonl`` (one line per sample: turns, replies, the tier it scored, turns_exhausted, return, tokens),
 ``summary.json`` (the table printed at the end) and ``trajectories/`` (the env's logs, every
 ``env.log_every``-th episode of each worker's env). Nothing here draws a random number: the
 sampling is the server's (``send_seed`` gives it ``seed + j`` for sample ``j``).
