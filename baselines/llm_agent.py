@@ -71,7 +71,7 @@ sandbox: the same pass@k, reward distribution and token counts. A request that i
 the feedback changed) is an error that says which request it was.
 
 Outputs, in the run directory (``Run.create``): ``config.json``, ``meta.json``, ``llm_record.jsonl``
-(live runs), ``samples.jsonl`` (one line per sample: turns, replies, tier, return, tokens),
+(live runs), ``samples.jsonl`` (one line per sample: turns, replies, the tier it scored, turns_exhausted, return, tokens),
 ``summary.json`` (the table printed at the end) and ``trajectories/`` (the env's logs, every
 ``env.log_every``-th episode of each worker's env). Nothing here draws a random number: the
 sampling is the server's (``send_seed`` gives it ``seed + j`` for sample ``j``).
@@ -474,7 +474,10 @@ class SampleResult(BaseModel):
     replies: list[ReplyStatus]
     passed: bool
     solved_turn: int | None = Field(None, description="the turn whose program passed every test")
-    tier: str = Field(description="the final step's tier; budget_exhausted when a budget ended the episode")
+    tier: str = Field(description="the tier the final step scored (code_env.logtools.outcome): out of turns, the last "
+                      "program's own; budget_exhausted when another budget (characters, turn time, episode clock) "
+                      "ended the episode")  # fmt: skip
+    turns_exhausted: bool = Field(False, description="the episode ended because its turns ran out (tier says what it scored)")
     episode_return: float | None = Field(description="the sum of the step rewards (None: the sandbox or the judge failed)")
     sandbox_error: str | None = None
     judge_error: str | None = Field(None, description="the LLM judge's endpoint failed: the sample is dropped")
@@ -507,6 +510,7 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
     """One episode of ``CodeExec-v0``: ask, judge the reply's program, feed back, until the env
     ends it."""
     from code_env import extract_code
+    from code_env.logtools import outcome, turns_exhausted
 
     obs, _ = env.reset(seed=settings.seed + sample, options={"problem_id": task.problem_id, "sample": sample})
     messages: list[dict[str, str]] = [{"role": "system", "content": settings.system_prompt},
@@ -539,10 +543,11 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
                                 prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                 requests_with_usage=with_usage)  # fmt: skip
         if terminated or truncated:
-            tier = "budget_exhausted" if info.get("budget") else str(info["reward_breakdown"]["tier"])
+            tier = outcome(info)
             passed = bool(terminated and tier == "all_tests")
             return SampleResult(problem_id=task.problem_id, sample=sample, turns=turn, replies=replies, passed=passed,
-                                solved_turn=turn if passed else None, tier=tier, episode_return=round(ret, 6),
+                                solved_turn=turn if passed else None, tier=tier, turns_exhausted=turns_exhausted(info),
+                                episode_return=round(ret, 6),
                                 prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                 requests_with_usage=with_usage)  # fmt: skip
         messages.append({"role": "assistant", "content": reply.content})
@@ -590,6 +595,7 @@ def summarize(results: Sequence[SampleResult], settings: LLMAgentSettings) -> di
     returns = [r.episode_return for r in judged if r.episode_return is not None]
     out["reward_mean"] = sum(returns) / len(returns) if returns else None
     out["tiers"] = dict(sorted(Counter(r.tier for r in results).items()))
+    out["turns_exhausted"] = sum(r.turns_exhausted for r in results)  # counted in "tiers" by what they scored
     statuses = Counter(s for r in results for s in r.replies)
     out["replies"] = {s: statuses.get(s, 0) for s in REPLY_STATUSES}
     out["requests"] = sum(statuses.values())
@@ -721,6 +727,8 @@ def _print_summary(summary: Mapping[str, Any], settings: LLMAgentSettings, model
         rows.append(["solved within turn 1..", ", ".join("-" if x is None else f"{x:.3f}" for x in summary["solved_within_turn"])])
     rows.append(["reward mean", summary["reward_mean"]])
     rows.append(["tiers", ", ".join(f"{t} {n}" for t, n in summary["tiers"].items())])
+    if summary.get("turns_exhausted"):
+        rows.append(["turns ran out (in tiers above)", summary["turns_exhausted"]])
     rows.append(["replies", ", ".join(f"{s} {n}" for s, n in summary["replies"].items() if n)])
     tok = summary["tokens"]
     rows.append(["tokens (prompt / completion)", f"{tok['prompt']} / {tok['completion']} ({tok['requests_with_usage']} of "

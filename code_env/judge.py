@@ -19,9 +19,10 @@ sample's tier is ``judge_error``, reward None, dropped and counted like a ``sand
 outage must not scale every correct reward down). A refused key (401) or an unknown model (404:
 the message names it) is a configuration error and raises ``JudgeError``.
 
-What the judge reads (``judged_view``): all of the code that runs. Comments, string statements
-the compiler drops, trailing whitespace and repeated blank lines are stripped first, so that
-padding cannot push code out of sight; what is left is sent whole, never cut. A program whose
+What the judge reads (``judged_view``): all of the code that runs. Comments, docstrings (each
+replaced by a marker with its size), string statements the compiler drops, trailing whitespace
+and repeated blank lines are stripped first, so that padding cannot push code out of sight nor
+talk to the judge; what is left is sent whole, never cut. A program whose
 view is still longer than ``max_code_chars`` is not sent at all: it is *unjudged*, and unjudged
 is never approved: its score is the lowest, 0 (``JudgeVerdict.unjudged``; the explanation says
 "the code exceeds the judge's window: unjudged").
@@ -75,7 +76,7 @@ class JudgeConfig(BaseModel):
     max_retries: int = Field(2, ge=0, le=10)
     max_tokens: int = Field(64, ge=1, le=4096)
     max_code_chars: int = Field(8000, ge=100, description="the judge's window: a longer view of the code "
-                                "(comments stripped) is unjudged and scores 0")
+                                "(comments and docstrings stripped) is unjudged and scores 0")
     mode: Literal["live", "record", "replay"] = "record"
     cache_path: str | None = Field(None, description="JSONL of every call; required for record and replay")
 
@@ -160,10 +161,14 @@ def apply(reward: float, verdict: JudgeVerdict, weight: float) -> float:
 
 def judged_view(code: str) -> str:
     """The program as the judge reads it: everything that runs, without what does not: comments,
-    string-literal statements the compiler drops (a bare ``"..."`` line that is not a docstring,
-    and other bare constants), trailing whitespace, and runs of blank lines (outside string
-    literals, whose text is kept exactly). Docstrings stay: they are data the program can read
-    (``f.__doc__``), so a table may hide in one.
+    docstrings (module, class, function), string-literal statements the compiler drops (a bare
+    ``"..."`` line, and other bare constants), trailing whitespace, and runs of blank lines
+    (outside string literals, whose text is kept exactly). A docstring does not run but can carry
+    the same decoy text a comment could ("this is a general solution ..."); it is data the program
+    may read (``f.__doc__``), so it is replaced by a marker with its size
+    (``"[docstring: 8,000 characters, not shown]"``), never dropped without a trace: code that reads
+    a docstring shows the judge that it reads something the judge was not shown. Strings the
+    program uses (assigned, returned, passed, f-strings) are code, and kept as they are.
 
     The view is checked: it must parse to the same syntax tree as the program without the dropped
     statements; when it does not (or tokenizing fails), the judge reads that tree unparsed
@@ -194,9 +199,15 @@ def judged_view(code: str) -> str:
 _Span = tuple[int, int, int, int, str]  # (row, byte col, end row, end byte col, replacement), 1-based rows
 
 
+def docstring_marker(doc: str) -> str:
+    """What the judge reads in place of a docstring: its size, never its text."""
+    return f"[docstring: {len(doc):,} character{'' if len(doc) == 1 else 's'}, not shown]"
+
+
 def _dropped_statements(tree: ast.Module) -> list[_Span]:
-    """The bare constant statements the compiler discards (not docstrings, not ``...``), removed
-    from ``tree`` in place (a body left empty gets a ``pass``, in the tree and in the text)."""
+    """The bare constant statements the compiler discards (not ``...``), removed from ``tree`` in
+    place (a body left empty gets a ``pass``, in the tree and in the text), and the docstrings,
+    replaced by their marker (in the tree and in the text)."""
     spans: list[_Span] = []
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
@@ -207,9 +218,16 @@ def _dropped_statements(tree: ast.Module) -> list[_Span]:
             keep: list[ast.stmt] = []
             gone: list[ast.stmt] = []
             for i, stmt in enumerate(body):
-                bare = (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-                        and stmt.value.value is not Ellipsis and not (doc and i == 0 and isinstance(stmt.value.value, str)))  # fmt: skip
-                (gone if bare else keep).append(stmt)
+                if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or stmt.value.value is Ellipsis:
+                    keep.append(stmt)
+                elif doc and i == 0 and isinstance(stmt.value.value, str):
+                    marker = docstring_marker(stmt.value.value)
+                    spans.append((stmt.lineno, stmt.col_offset, stmt.end_lineno or stmt.lineno,
+                                  stmt.end_col_offset or stmt.col_offset, json.dumps(marker)))  # fmt: skip
+                    stmt.value = ast.Constant(marker)
+                    keep.append(stmt)
+                else:
+                    gone.append(stmt)
             if not gone:
                 continue
             for k, stmt in enumerate(gone):
@@ -331,7 +349,7 @@ class LLMJudge:
         reply without one), the lowest (``unjudged``) or, when the endpoint failed, ``error``."""
         view = judged_view(code)
         if len(view) > self.config.max_code_chars:
-            why = (f"the code exceeds the judge's window ({len(view)} characters without comments, window "
+            why = (f"the code exceeds the judge's window ({len(view)} characters without comments and docstrings, window "
                    f"{self.config.max_code_chars}): unjudged, score 0")  # fmt: skip
             log.warning("LLM judge (%s): %s", self.config.model, why)
             return JudgeVerdict(score=0.0, unjudged=True, reason=f"judge: {why}")

@@ -279,6 +279,25 @@ def test_multi_turn_feeds_the_env_feedback_back_and_passes_on_the_second_turn(tm
     assert "0/3 public tests passed" in feedback and "input [1, 2, 3, 4] -> expected 6, got -1" in feedback
 
 
+def test_an_episode_out_of_turns_is_labelled_by_the_tier_it_scored(tmp_path: Path) -> None:
+    """Sample 0 writes a syntax error twice (it returns -1), sample 1 a wrong program twice (0 of 3
+    public tests: partial); both run out of turns, which is a flag beside the tier, not a tier."""
+
+    def script(body: dict[str, Any], attempt: int) -> Reply:
+        return Reply(content=fenced("def sum_of_evens(:\n" if sample_of(body) == 0 else WRONG[EVENS.problem_id]))
+
+    with OpenAIServer(script) as server:
+        assert run(tmp_path / "run", server.url, task_set="builtin", n_tasks=1, k=[1], max_turns=2) == 0
+        assert run(tmp_path / "one", server.url, task_set="builtin", n_tasks=1, k=[1], max_turns=1) == 0
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    got = [(r["sample"], r["turns"], r["tier"], r["turns_exhausted"], r["episode_return"]) for r in samples]
+    assert sorted(got) == [(0, 2, "syntax_error", True, -1.0), (1, 2, "partial", True, 0.0)]
+    s = summary(tmp_path / "run")
+    assert s["tiers"] == {"partial": 1, "syntax_error": 1} and s["turns_exhausted"] == 2
+    one = summary(tmp_path / "one")  # a single turn ends the episode: no budget ran out
+    assert one["tiers"] == {"partial": 1, "syntax_error": 1} and one["turns_exhausted"] == 0
+
+
 def test_replay_with_the_server_stopped_gives_identical_results(tmp_path: Path, task_file: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Multi-turn, with a retried 500, an API error and a malformed reply in the record."""
@@ -307,8 +326,7 @@ def test_replay_with_the_server_stopped_gives_identical_results(tmp_path: Path, 
     assert (live / "samples.jsonl").read_text() == (replay / "samples.jsonl").read_text()
     assert a["api_errors"] == 2 and a["replies"]["malformed"] == 1 and 0 < a["pass@1"] < 1
     assert not (replay / RECORD_NAME).exists()
-    # --set still applies: another reward ladder re-scores the same replies (a lower top tier; an
-    # episode out of turns keeps its last program's tier, so budget_exhausted would not show here)...
+    # --set still applies: another reward ladder re-scores the same replies (a lower top tier)...
     assert agent_main(["--out", str(tmp_path / "rescored"), "--replay", str(live / RECORD_NAME),
                        "--set", "reward.all_tests=0.9"]) == 0  # fmt: skip
     c = summary(tmp_path / "rescored")

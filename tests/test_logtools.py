@@ -15,7 +15,7 @@ import pytest
 
 import registry
 from code_env import CodeExecEnv
-from code_env.logtools import audit, episodes, format_audit, replay, stats
+from code_env.logtools import audit, episodes, format_audit, outcome, replay, stats, turns_exhausted
 from code_env.trajectory import LogFileError, TrajectoryLogger
 
 CLI = [sys.executable, "-m", "code_env"]
@@ -198,6 +198,28 @@ def test_stats_match_the_logged_episodes(log: Path) -> None:
     assert sorted(st.returns, reverse=True)[:5] == [1.0, 1.0, 1.0, 1.0, 0.4] and min(st.returns) == -1.0
     assert len(st.execution_ms) == len(st.wall_ms) == 8 and all(w > 0 for w in st.wall_ms)
     assert st.per_task["builtin/sum-of-evens"] == [1, 3] and st.per_task["builtin/is-palindrome"] == [2, 2]
+
+
+def test_episodes_out_of_turns_are_labelled_by_the_tier_they_scored(tmp_path: Path) -> None:
+    """Out of turns, the last program keeps its tier: the outcome is that tier, the fact that the
+    turns ran out a flag beside it; another budget (here the episode's clock) is budget_exhausted."""
+    multi = CodeExecEnv(log_dir=str(tmp_path / "log"), max_turns=2)
+    assert play(multi, "builtin/sum-of-evens", "def sum_of_evens(:\n", "def sum_of_evens(:\n") == [0.0, -1.0]
+    assert sum(play(multi, "builtin/sum-of-evens", WRONG_SUM, WRONG_SUM)) == pytest.approx(0.4)
+    multi.close()
+    clock = CodeExecEnv(log_dir=str(tmp_path / "log"), max_turns=2, episode_time_s=1e-9)
+    assert play(clock, "builtin/sum-of-evens", REF["builtin/sum-of-evens"]) == [-0.1]
+    clock.close()
+    lasts = [ep.last.rec for ep in episodes(tmp_path / "log")]
+    assert [(outcome(r), turns_exhausted(r)) for r in lasts] == [
+        ("syntax_error", True), ("partial", True), ("budget_exhausted", False)]  # fmt: skip
+    st = stats(tmp_path / "log")
+    assert dict(st.outcomes) == {"syntax_error": 1, "partial": 1, "budget_exhausted": 1} and st.turns_exhausted == 2
+    assert "(the turns ran out in 2 of them: each scored its last program's tier, counted above)" in st.table()
+    rendered = {e.record["trace_id"]: e.render() for e in audit(tmp_path / "log", top=3)}
+    assert sum("syntax_error (the turns ran out): " in r for r in rendered.values()) == 1
+    assert sum("partial (the turns ran out): " in r for r in rendered.values()) == 1
+    assert sum("budget_exhausted: " in r for r in rendered.values()) == 1
 
 
 def test_stats_cli_table_and_png(log: Path, tmp_path: Path) -> None:

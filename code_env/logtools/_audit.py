@@ -14,7 +14,7 @@ from typing import Any
 
 from .._visible import visible
 from ..trajectory import text_of
-from ._read import episodes, numbered, outcome
+from ._read import episodes, numbered, outcome, turns_exhausted
 
 
 @dataclass
@@ -33,7 +33,8 @@ class AuditEntry:
         head = f"{_line(rec['trace_id'])}  return {self.ret:g}"
         if self.steps > 1:
             head += f" over {self.steps} turns (last step {rec['reward']:g})"
-        lines = [head, _line(f"  {outcome(rec)}: {b.get('explanation', '')}  [{self.where}]")]
+        lines = [head, _line(f"  {outcome(rec)}{' (the turns ran out)' if turns_exhausted(rec) else ''}: "
+                                   f"{b.get('explanation', '')}  [{self.where}]")]
         trained = [f"{k} {rec[k]:.4g}" if isinstance(rec[k], float) else f"{k} {rec[k]}"
                    for k in ("trainer", "step", "advantage", "completion_tokens", "completion_truncated", "ran_as")
                    if rec.get(k) is not None and not (k == "ran_as" and rec[k] == rec["trace_id"])]  # fmt: skip

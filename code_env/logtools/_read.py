@@ -67,18 +67,26 @@ class Episode:
 
 
 def outcome(rec: dict[str, Any]) -> str:
-    """How a step ended: its reward tier, ``budget_exhausted`` when a budget cut the episode
-    (the breakdown then holds the last verification's tier), ``sandbox_error`` or ``judge_error``
-    (the LLM judge's endpoint failed)."""
+    """How a step ended, named by what it scored: its reward tier; ``budget_exhausted`` when a
+    budget other than the turns (characters, turn time, episode clock) cut the episode (it then
+    scores ``min(budget_exhausted, tier)``); ``sandbox_error`` or ``judge_error`` (the LLM judge's
+    endpoint failed). Running out of turns is no tier: the last program keeps its own (less the
+    process bonus paid), so that is the outcome, and ``turns_exhausted`` tells the fact apart.
+    ``rec`` is a log record or a step's ``info``: both hold these keys."""
     if rec.get("sandbox_error"):
         return "sandbox_error"
     if rec.get("judge_error"):
         return "judge_error"
-    if rec.get("budget"):
+    if rec.get("budget") and not turns_exhausted(rec):
         return "budget_exhausted"
     b = rec.get("reward_breakdown")
     tier = b.get("tier") if isinstance(b, dict) else None
     return str(tier) if tier else "unknown"
+
+
+def turns_exhausted(rec: dict[str, Any]) -> bool:
+    """The episode ended because its turns ran out (``rec``: a log record or a step's ``info``)."""
+    return rec.get("budget") == "turns"
 
 
 def _natural(name: str) -> list[Any]:

@@ -167,8 +167,7 @@ def _replay_episode(ep: Episode, env: CodeExecEnv, report: ReplayReport) -> None
         timing = step.rec.get("budget") in TIMING_BUDGETS or info.get("budget") in TIMING_BUDGETS
         report.timing_dependent += timing
         if not (reward == step.reward or abs(reward - step.reward) < TOLERANCE):
-            new_tier = "budget_exhausted" if info.get("budget") else info["reward_breakdown"]["tier"]
-            d = Difference(step.rec["trace_id"], step.where, step.reward, reward, outcome(step.rec), new_tier,
+            d = Difference(step.rec["trace_id"], step.where, step.reward, reward, outcome(step.rec), outcome(info),
                            "the task changed since logging" if changed else "")  # fmt: skip
             (report.timing_differences if timing else report.differences).append(d)
         ended, ended_by_timing = terminated or truncated, timing

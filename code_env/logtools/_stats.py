@@ -11,7 +11,7 @@ from typing import Any
 
 from .._visible import visible
 from ..trajectory import deleted_parts
-from ._read import episodes, outcome, streams
+from ._read import episodes, outcome, streams, turns_exhausted
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -31,6 +31,7 @@ class Stats:
     unfinished: int = 0  # the log ends mid-episode, or the episode starts mid-way
     steps: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)  # the last step's outcome per finished episode
+    turns_exhausted: int = 0  # finished episodes whose turns ran out (their outcome is the last program's tier)
     returns: list[float] = field(default_factory=list)  # per scored episode
     execution_ms: list[float] = field(default_factory=list)  # per step
     wall_ms: list[float] = field(default_factory=list)  # per step, from queued to judged
@@ -79,6 +80,9 @@ class Stats:
         lines.append("outcomes (the last step of each episode):")
         for tier, n in self.outcomes.most_common():
             lines.append(f"  {visible(tier, keep_newlines=False):18} {n:6}  {n / self.episodes:6.1%}")
+        if self.turns_exhausted:
+            lines.append(f"  (the turns ran out in {self.turns_exhausted} of them: each scored its last program's tier, "
+                         "counted above)")  # fmt: skip
         lines.append("returns:")
         for label, n in _histogram(self.returns):
             lines.append(f"  {label:>17} {n:6}  {'#' * max(1, round(40 * n / len(self.returns))) if n else ''}")
@@ -137,6 +141,7 @@ def stats(log: str | Path) -> Stats:
         st.episodes += 1
         result = outcome(ep.last.rec)
         st.outcomes[result] += 1
+        st.turns_exhausted += turns_exhausted(ep.last.rec)
         if result in ("sandbox_error", "judge_error"):
             continue
         st.returns.append(ep.ret)
