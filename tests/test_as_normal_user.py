@@ -2,9 +2,10 @@
 pytest process itself, the sandbox's host side, its monitor, the temp dirs and the nsjail binary
 are all a normal user's. As root (CI), this test copies the checkout into a directory uid 65534
 owns (a git worktree's files need not be readable by others), and runs pytest there as that user,
-with HOME and TMPDIR of its own, on tests/test_unprivileged.py and tests/test_nsjail_unprivileged.py
-(both whole: about two minutes as nobody on two cores). As a normal user it skips: those files then
-run directly, as that user.
+with HOME and TMPDIR of its own, on tests/test_unprivileged.py and tests/test_nsjail_unprivileged.py.
+Both files whole, no ``-k``: 2 to 3 minutes on two shared cores, most of it waiting out the verdict
+programs' timeouts (the two verdict tests and the main job are 9 of 10 parts of it), about half a
+minute of CPU. As a normal user it skips: those files then run directly, as that user.
 """
 
 from __future__ import annotations
