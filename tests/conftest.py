@@ -119,11 +119,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture
 def nobody_tmp() -> Iterator[Path]:
-    """A scratch directory the normal user of the as-nobody tests owns (``tests._nobody``), outside
-    our own private TMPDIR; removed afterwards."""
-    from ._nobody import NOBODY
+    """A scratch directory the normal user of ``tests._nobody.as_user`` owns (uid 65534 as root,
+    else ourselves), outside our own private TMPDIR; removed afterwards."""
+    from ._nobody import USER_UID
 
     d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))
-    os.chown(d, NOBODY, NOBODY)
+    if os.geteuid() == 0:
+        os.chown(d, USER_UID, USER_UID)
     yield d
     shutil.rmtree(d, ignore_errors=True)

@@ -1,19 +1,19 @@
-"""The nsjail backend without root: nsjail's user-namespace mode, checked as uid 65534 (CI runs as
-root, so each test drops to ``nobody`` with ``setpriv``, see ``tests/_nobody.py``).
+"""The nsjail backend without root: nsjail's user-namespace mode, checked as a normal user (as root,
+CI, each test drops to ``nobody`` with ``setpriv``; as a normal user, it runs as that user directly:
+``tests._nobody.as_user``; the comparisons with nsjail as root are then left out).
 
 * the nsjail tests of the suites (isolation, adversarial, API, CLI, env) pass again, unprivileged;
 * the jail is the same: the same mounts, all read-only but the work dir (and ``/dev/null``), no
   capability, ``no_new_privs``, the seccomp filter, the caller's own uid alone;
 * the same program gets the same verdict from nsjail as root (with a memory cgroup, and without
-  one), nsjail as uid 65534 and the process backend (memory: the cgroup as root, the monitor's own
-  kill without one);
+  one), nsjail as a normal user and the process backend (memory: the cgroup as root, the monitor's
+  own kill without one);
 * a kernel that refuses user namespaces (simulated with a seccomp filter) fails closed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +26,7 @@ import pytest
 
 from sandbox.errors import BackendUnavailableError
 
-from ._nobody import NOBODY, REPO, as_nobody
+from ._nobody import ROOT, USER_GID, USER_UID, as_root, as_user, can_drop
 
 
 def _nsjail_missing() -> str | None:
@@ -39,15 +39,8 @@ def _nsjail_missing() -> str | None:
     return None
 
 
-NOT_ROOT = ("drops to uid 65534 with setpriv, which needs root (as a normal user, the nsjail tests of the "
-            "other files already run unprivileged)")  # fmt: skip
-pytestmark = [
-    pytest.mark.nsjail,
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason=NOT_ROOT),
-    pytest.mark.skipif(not shutil.which("setpriv") or not shutil.which("unshare"), reason="needs util-linux setpriv and unshare"),
-]
-
+pytestmark = [pytest.mark.nsjail, pytest.mark.slow, pytest.mark.skipif(can_drop() is not None, reason=str(can_drop()))]
+NEEDS_ROOT = "compares with nsjail run as root, which needs root"
 
 
 @pytest.fixture(autouse=True)
@@ -66,18 +59,14 @@ def _json_lines(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
     return merged
 
 
-def _as_root(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL,
-                          check=False)  # fmt: skip
-
-
 # ----------------------------------------------------------------------------- the suites
 
 
+@pytest.mark.skipif(not ROOT, reason="already a normal user: the nsjail tests of the other files run directly as this user")
 def test_the_nsjail_suites_pass_as_a_normal_user(nobody_tmp: Path) -> None:
     """Every nsjail test of the other files (tests/test_nsjail_isolation.py, tests/test_adversarial.py,
     tests/test_isolation.py, tests/test_sandbox_api.py, ...), as uid 65534."""
-    out = as_nobody([sys.executable, "-m", "pytest", "tests", "-m", "nsjail", "--ignore", "tests/" + Path(__file__).name,
+    out = as_user([sys.executable, "-m", "pytest", "tests", "-m", "nsjail", "--ignore", "tests/" + Path(__file__).name,
                      "-q", "-p", "no:cacheprovider"], tmp=nobody_tmp, timeout=1500)  # fmt: skip
     tail = (out.stdout + out.stderr)[-4000:]
     assert out.returncode == 0, tail
@@ -139,55 +128,76 @@ with Sandbox("nsjail", workers=1) as sb:
 
 @pytest.fixture(scope="module")
 def jails() -> Iterator[dict[str, dict[str, object]]]:
+    """What nsjail shows as a normal user, and (when we are root) as root."""
     d = Path(tempfile.mkdtemp(prefix="code-env-nobody-", dir="/tmp"))
-    os.chown(d, NOBODY, NOBODY)
+    if ROOT:
+        shutil.chown(d, USER_UID, USER_UID)
     try:
-        yield {"root": _json_lines(_as_root([sys.executable, "-c", JAIL], timeout=300)),
-               "user": _json_lines(as_nobody([sys.executable, "-c", JAIL], tmp=d, timeout=300))}  # fmt: skip
+        out = {"user": _json_lines(as_user([sys.executable, "-c", JAIL], tmp=d, timeout=300))}
+        if ROOT:
+            out["root"] = _json_lines(as_root([sys.executable, "-c", JAIL], timeout=300))
+        yield out
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
 def test_the_backend_says_it_runs_in_a_user_namespace(jails: dict[str, dict[str, object]]) -> None:
+    user = jails["user"]["isolation"]
+    assert isinstance(user, dict)
+    assert user["mode"] == "user namespace"
+    assert "not root" in user["why"] and "capability" in user["why"]
+    assert user["namespaces"][0] == "user" and {"mount", "net", "ipc", "uts", "pid"} <= set(user["namespaces"])
+    assert "memory is the monitor's" in str(user["memory"]) and user["seccomp"] and user["uid"] == USER_UID
+    assert user["uid_switch"] is False
+    assert jails["user"]["uids"] == []  # no private uid: nothing to audit by uid
+    assert jails["user"]["left"] == []
+
+
+@pytest.mark.skipif(not ROOT, reason=NEEDS_ROOT)
+def test_the_backend_as_root_differs_only_by_the_user_namespace(jails: dict[str, dict[str, object]]) -> None:
     root, user = jails["root"]["isolation"], jails["user"]["isolation"]
     assert isinstance(root, dict) and isinstance(user, dict)
-    assert (root["mode"], user["mode"]) == ("root", "user namespace")
-    assert "not root" in user["why"] and "capability" in user["why"]
-    assert user["namespaces"] == ["user", *root["namespaces"]]
-    assert {"mount", "net", "ipc", "uts", "pid"} <= set(root["namespaces"])
-    assert "memory is the monitor's" in str(user["memory"]) and user["seccomp"] and user["uid"] == NOBODY
-    assert user["uid_switch"] is False and root["uid_switch"] is True
-    assert jails["user"]["uids"] == []  # no private uid: nothing to audit by uid
-    assert jails["root"]["left"] == jails["user"]["left"] == []
+    assert root["mode"] == "root" and user["namespaces"] == ["user", *root["namespaces"]]
+    assert root["uid_switch"] is True and jails["root"]["left"] == []
 
 
+@pytest.mark.parametrize("jail", ["jail-1", "jail-4"])
+def test_the_jail_is_locked_down_without_root(jails: dict[str, dict[str, object]], jail: str) -> None:
+    """As a normal user, and (when we are root) as root alike."""
+    for who, mode in jails.items():
+        view = mode[jail]
+        assert isinstance(view, dict), who
+        assert {"/", "/sandbox", "/proc", "/sbx", "/usr"} <= {m[0] for m in view["mounts"]}, (who, view["mounts"])
+        for point, fstype, ro, wrote, chmodded in view["mounts"]:
+            if point == "/sandbox":  # the run's own work dir
+                assert not ro and wrote, (who, point)
+            elif point == "/tmp":  # the interpreter lives under /tmp: the run's own /tmp (a tmpfs)
+                assert not ro and fstype == "tmpfs" and sys.prefix.startswith("/tmp/"), (who, point)
+            elif point == "/dev/null":
+                assert not wrote, (who, point)
+            else:
+                assert ro and not wrote and not chmodded, (who, point, fstype)
+        # no capability in any set, no way to gain one, the seccomp filter on
+        status = view["status"]
+        assert {k: v for k, v in status.items() if k.startswith("Cap")} == dict.fromkeys(
+            ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"], "0000000000000000"), (who, status)  # fmt: skip
+        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", (who, status)
+        # the program is not PID 1 and sees no other process (its init is hidden)
+        assert view["pid"] != 1 and view["pids"] == [view["pid"]], who
+    # the caller's uid, alone (no group)
+    user = jails["user"][jail]
+    assert isinstance(user, dict)
+    assert user["ids"] == [[USER_UID] * 3, [USER_GID] * 3, []]
+
+
+@pytest.mark.skipif(not ROOT, reason=NEEDS_ROOT)
 @pytest.mark.parametrize("jail", ["jail-1", "jail-4"])
 def test_the_jail_is_the_same_without_root(jails: dict[str, dict[str, object]], jail: str) -> None:
     root, user = jails["root"][jail], jails["user"][jail]
     assert isinstance(root, dict) and isinstance(user, dict)
     # the same mounts, in the same order, of the same types, read-only alike
     assert [m[:3] for m in user["mounts"]] == [m[:3] for m in root["mounts"]]
-    points = {m[0]: m for m in user["mounts"]}
-    assert {"/", "/sandbox", "/proc", "/sbx", "/usr"} <= set(points)
-    for mode in (root, user):
-        for point, fstype, ro, wrote, chmodded in mode["mounts"]:
-            if point == "/sandbox":  # the run's own work dir
-                assert not ro and wrote, point
-            elif point == "/tmp":  # the interpreter lives under /tmp: the run's own /tmp (a tmpfs)
-                assert not ro and fstype == "tmpfs" and sys.prefix.startswith("/tmp/"), point
-            elif point == "/dev/null":
-                assert not wrote, point
-            else:
-                assert ro and not wrote and not chmodded, (point, fstype)
-        # no capability in any set, no way to gain one, the seccomp filter on
-        status = mode["status"]
-        assert {k: v for k, v in status.items() if k.startswith("Cap")} == dict.fromkeys(
-            ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"], "0000000000000000"), status  # fmt: skip
-        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
-        # the program is not PID 1 and sees no other process (its init is hidden)
-        assert mode["pid"] != 1 and mode["pids"] == [mode["pid"]]
-    # the caller's uid, alone (no group), as root the slot's private uid
-    assert user["ids"] == [[NOBODY] * 3, [NOBODY] * 3, []]
+    # as root, the slot's private uid, alone
     root_ids = root["ids"]
     assert isinstance(root_ids, list) and root_ids[0][0] >= 1_600_000_000 and root_ids[2] == []
 
@@ -217,14 +227,18 @@ with Sandbox(sys.argv[1], workers=1) as sb:
 
 
 def test_the_same_program_gets_the_same_verdict_from_nsjail_with_or_without_root(nobody_tmp: Path) -> None:
-    nsjail_root = _json_lines(_as_root([sys.executable, "-c", VERDICTS, "nsjail"], timeout=300))
-    nsjail_root_monitor = _json_lines(_as_root([sys.executable, "-c", VERDICTS, "nsjail", "no-cgroup"], timeout=300))
-    nsjail_user = _json_lines(as_nobody([sys.executable, "-c", VERDICTS, "nsjail"], tmp=nobody_tmp, timeout=300))
-    process = _json_lines(_as_root([sys.executable, "-c", VERDICTS, "process"], timeout=300))
-    assert (nsjail_root["mode"], nsjail_root_monitor["mode"], nsjail_user["mode"]) == ("root", "root", "user namespace")
-    assert all("memory is the monitor's" in str(r["memory"]) for r in (nsjail_user, nsjail_root_monitor))
-    runs = {"nsjail as root": nsjail_root, "nsjail as root, no cgroup": nsjail_root_monitor,
-            "nsjail as uid 65534": nsjail_user, "process as root": process}  # fmt: skip
+    """nsjail and the process backend as a normal user; as root (when we are) nsjail with and without
+    a memory cgroup and the process backend again."""
+    runs = {"nsjail as a normal user": _json_lines(as_user([sys.executable, "-c", VERDICTS, "nsjail"], tmp=nobody_tmp, timeout=300)),
+            "process as a normal user": _json_lines(as_user([sys.executable, "-c", VERDICTS, "process"], tmp=nobody_tmp, timeout=300))}  # fmt: skip
+    nsjail_user = runs["nsjail as a normal user"]
+    assert nsjail_user["mode"] == "user namespace" and "memory is the monitor's" in str(nsjail_user["memory"]), nsjail_user
+    if ROOT:
+        runs["nsjail as root"] = _json_lines(as_root([sys.executable, "-c", VERDICTS, "nsjail"], timeout=300))
+        runs["nsjail as root, no cgroup"] = _json_lines(as_root([sys.executable, "-c", VERDICTS, "nsjail", "no-cgroup"], timeout=300))
+        runs["process as root"] = _json_lines(as_root([sys.executable, "-c", VERDICTS, "process"], timeout=300))
+        assert runs["nsjail as root"]["mode"] == runs["nsjail as root, no cgroup"]["mode"] == "root", runs
+        assert "memory is the monitor's" in str(runs["nsjail as root, no cgroup"]["memory"]), runs
     assert len({json.dumps(r["verdicts"], sort_keys=True) for r in runs.values()}) == 1, runs
     verdicts = nsjail_user["verdicts"]
     assert isinstance(verdicts, dict)
@@ -255,7 +269,7 @@ except Exception as exc:
 
 
 def test_nsjail_fails_closed_where_the_kernel_refuses_user_namespaces(nobody_tmp: Path) -> None:
-    out = _json_lines(as_nobody([sys.executable, "-c", FAIL_CLOSED], tmp=nobody_tmp, timeout=120))
+    out = _json_lines(as_user([sys.executable, "-c", FAIL_CLOSED], tmp=nobody_tmp, timeout=120))
     refused = str(out["refused"])
     assert refused.startswith("IsolationUnavailableError"), refused
     assert "user namespace" in refused and "run as root" in refused, refused

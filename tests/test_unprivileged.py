@@ -1,35 +1,33 @@
-"""The same isolation without root: the containment suites and the main job, run again as an
-unprivileged user (CI runs as root, so the test drops to ``nobody`` with ``setpriv``).
+"""The same isolation without root: the containment suites and the main job, run as an
+unprivileged user. As root (CI), each test drops to ``nobody`` with ``setpriv``; as a normal user,
+it runs as that user directly (``tests._nobody.as_user``), and only the comparisons with root are
+left out.
 
 Where the interpreter lives under a directory ``nobody`` may not enter (pyenv under a 0700
-``/root``, say), the test first makes it reachable in a mount namespace of its own, as it would be
-on a machine where Python is installed for every user; nothing else is granted.
+``/root``, say), the root test first makes it reachable in a mount namespace of its own, as it would
+be on a machine where Python is installed for every user; nothing else is granted.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ._nobody import REPO, as_nobody
+from ._nobody import ROOT, as_root, as_user, can_drop
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="already unprivileged: the whole suite runs as this user"),
-    pytest.mark.skipif(not shutil.which("setpriv") or not shutil.which("unshare"), reason="needs util-linux setpriv and unshare"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(can_drop() is not None, reason=str(can_drop()))]
+
+CONTAINMENT = ["tests/test_adversarial.py", "tests/test_isolation.py", "tests/test_sandbox_api.py"]
 
 
+@pytest.mark.skipif(not ROOT, reason=f"already a normal user: {', '.join(CONTAINMENT)} run directly as this user")
 def test_the_containment_suites_pass_as_a_normal_user(nobody_tmp: Path) -> None:
-    files = ["tests/test_adversarial.py", "tests/test_isolation.py", "tests/test_sandbox_api.py"]
-    out = as_nobody([sys.executable, "-m", "pytest", *files, "-m", "not nsjail", "-q", "-p", "no:cacheprovider"],
+    out = as_user([sys.executable, "-m", "pytest", *CONTAINMENT, "-m", "not nsjail", "-q", "-p", "no:cacheprovider"],
                     tmp=nobody_tmp, timeout=1200)  # fmt: skip
     tail = (out.stdout + out.stderr)[-3000:]
     assert out.returncode == 0, tail
@@ -39,7 +37,7 @@ def test_the_containment_suites_pass_as_a_normal_user(nobody_tmp: Path) -> None:
 
 def test_the_sandbox_reports_user_namespaces_as_a_normal_user(nobody_tmp: Path) -> None:
     code = "import json; from sandbox import Sandbox\nwith Sandbox(workers=1) as sb: print(json.dumps(sb.isolation))"
-    out = as_nobody([sys.executable, "-c", code], tmp=nobody_tmp, timeout=120)
+    out = as_user([sys.executable, "-c", code], tmp=nobody_tmp, timeout=120)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert {"user", "mount", "net", "ipc", "pid"} <= set(info["namespaces"]), info
@@ -48,7 +46,7 @@ def test_the_sandbox_reports_user_namespaces_as_a_normal_user(nobody_tmp: Path) 
 
 
 def test_the_main_job_runs_as_a_normal_user(nobody_tmp: Path) -> None:
-    out = as_nobody([sys.executable, "-m", "code_env", "demo", "--tasks", "4", "--json", "--log-dir",
+    out = as_user([sys.executable, "-m", "code_env", "demo", "--tasks", "4", "--json", "--log-dir",
                      str(nobody_tmp / "demo")], tmp=nobody_tmp, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -106,16 +104,21 @@ def _verdicts(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
 
 
 def test_the_same_program_gets_the_same_verdict_whoever_runs_it(nobody_tmp: Path) -> None:
-    """As root, as a normal user (user namespaces) and in weak mode where the kernel cannot
-    isolate (simulated with a seccomp filter that refuses new user namespaces)."""
-    as_root = _verdicts(subprocess.run([sys.executable, "-c", VERDICTS, "root"], capture_output=True, text=True,
-                                       timeout=300, cwd=REPO, check=False))  # fmt: skip
-    as_user = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "user"], tmp=nobody_tmp, timeout=300))
-    weak = _verdicts(as_nobody([sys.executable, "-c", VERDICTS, "weak"], tmp=nobody_tmp, timeout=300))
-    assert as_root["verdicts"] == as_user["verdicts"] == weak["verdicts"], (as_root, as_user, weak)
-    assert as_root["rewards"] == as_user["rewards"] == weak["rewards"], (as_root, as_user, weak)
-    assert as_root["rewards"]["bomb"][1] == "oom", as_root["rewards"]  # type: ignore[index]
-    assert as_root["verdicts"]["memory-bomb"][3] is True  # type: ignore[index]
+    """As root (when we are), as a normal user (user namespaces) and in weak mode where the kernel
+    cannot isolate (simulated with a seccomp filter that refuses new user namespaces)."""
+    runs = {"user": _verdicts(as_user([sys.executable, "-c", VERDICTS, "user"], tmp=nobody_tmp, timeout=300)),
+            "weak": _verdicts(as_user([sys.executable, "-c", VERDICTS, "weak"], tmp=nobody_tmp, timeout=300))}  # fmt: skip
+    if ROOT:
+        runs["root"] = _verdicts(as_root([sys.executable, "-c", VERDICTS, "root"], timeout=300))
+    assert len({json.dumps(r["verdicts"], sort_keys=True) for r in runs.values()}) == 1, runs
+    assert len({json.dumps(r["rewards"], sort_keys=True) for r in runs.values()}) == 1, runs
+    user, weak = runs["user"], runs["weak"]
+    assert user["rewards"]["bomb"][1] == "oom", user["rewards"]  # type: ignore[index]
+    assert user["rewards"]["reference"] == [1.0, "all_tests"], user["rewards"]  # type: ignore[index]
+    verdicts = user["verdicts"]
+    assert isinstance(verdicts, dict)
+    assert verdicts["ok"] == [0, None, False, False, False, "45\n", None]
+    assert verdicts["memory-bomb"][3] is True and verdicts["loop"][2] is True and verdicts["flood"][4] is True
     refused = str(weak["refused"])
     assert refused.startswith("IsolationUnavailableError") and "run as root" in refused and "isolation='weak'" in refused
     assert any("weak isolation" in w and "read every file" in w for w in weak["warned"])  # type: ignore[union-attr]
