@@ -144,7 +144,9 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
     """The reward tier of a verification (public, and hidden when it ran), before any judge. A
     program that does not compile has no hidden verdict: its hidden run, if any, is ignored.
     ``all_tests`` needs at least one hidden test passed: a task without hidden tests tops out at
-    ``all_public`` (its public tests are in the prompt, so an answer copied from there passes them)."""
+    ``all_public`` (its public tests are in the prompt, so an answer copied from there passes them).
+    A grade whose time budget was spent (``Verification.budget_spent``, public or hidden) is a
+    ``timeout``, whatever passed before; ``budget_s`` is recorded in every breakdown."""
     if public.syntax_error:
         hidden = None
     pp, pt = public.passed, public.total
@@ -219,7 +221,10 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     under the trace id's next retry counter (``code_env.tracing``); the tiers come from
     ``aggregate``; the LLM judge, when configured, then scales every positive final reward (with
     ``"after_public"``, final means the hidden tests ran). Each item's states are timed here,
-    around each round: the generator waits at its ``yield`` while the round runs."""
+    around each round: the generator waits at its ``yield`` while the round runs. Each item has
+    one total time budget (``registry.budget``, ``config.grade_budget_runs``; None: none) that its
+    public and hidden jobs share and a try the sandbox failed is refunded from: spent, the item
+    is a ``timeout`` (``aggregate``), ``Grade.spent_s`` says what its runs were charged."""
     n = len(items)
     runs = config.grade_budget_runs
     budgets = [None if runs is None else Budget(budget_s(t, runs)) for t, _, _ in items]

@@ -9,11 +9,12 @@ earned 1.0 for (tests) x (limit + start-up) of sandbox time: minutes per sample 
 The rule (``budget_s``), from the task alone: ``runs`` one-run limits (the per-test limit plus
 ``START_UP_S``; ``runs`` = 1.5 by default, ``RewardConfig.grade_budget_runs``), plus, per test,
 ``PER_TEST_FRACTION`` of the per-test limit (and, on a stdio task, where every test is a run of
-its own, one start-up). A correct program of the built-in tasks or HumanEval spends well under a
-tenth of it (its runs take tens of milliseconds against 3.4 s for a built-in function task,
-2 s limit; 6.8 s for HumanEval/53, 3 s limit and 105 tests), and so does any program with one
-call near its limit; a program that spends most of the per-test limit on many of its calls does
-not fit, and is a timeout.
+its own, one start-up). A correct program of the built-in tasks or HumanEval spends a few per
+cent of it (its runs take tens of milliseconds, against 3.7 to 6.9 s for the built-in tasks, 2 s
+limit; 4.9 to 11.2 s for HumanEval, 3 s limit, up to 105 tests), and so does any program with
+one call near its limit; a program that spends most of the per-test limit on many of its calls
+does not fit, and is a timeout. A stalling program so costs at most about 1.5 run limits plus
+2 % of the limit per test, where it cost a run per test, each to its limit.
 
 What is charged: each program run's wall clock as the sandbox measured it (never what the
 program reports), at most the run's own limit (a run whose deadline the sandbox moved for the
