@@ -533,6 +533,20 @@ def test_the_grade_budget_is_per_sample() -> None:
     assert judged[1].public.budget_spent and judged[1].grade.spent_s <= budget_s(task)
 
 
+def test_a_stdio_group_that_spends_the_grade_budget_stops_the_sample() -> None:
+    # every run prints the right answer, then sleeps to its 2 s limit: the 3 public runs, started
+    # together, are charged 6 s of the 5.695 s budget, so the 5 hidden runs never start
+    task = BY_ID["builtin/fizzbuzz-line"]
+    code = task.reference_solution + "\nimport sys, time\nsys.stdout.flush()\ntime.sleep(1000)\n"
+    judged = judge_many([(task, code)], sandbox=get_sandbox("process"))[0]
+    assert (judged.grade.breakdown.tier, judged.grade.reward) == ("timeout", -0.5), judged.grade.breakdown
+    assert "time budget of 5.695 s was spent" in judged.grade.breakdown.explanation
+    assert judged.public.budget_spent and judged.public.program_runs == 1 + len(task.public_tests)  # + the compile check
+    assert judged.hidden is not None and judged.hidden.budget_spent and judged.hidden.program_runs == 0
+    assert [c.status for c in judged.hidden.cases] == ["timeout"] + ["skipped"] * (len(task.hidden_tests) - 1)
+    assert all("time budget" in (c.error or "") for c in judged.public.cases)
+
+
 def test_a_sandbox_failure_is_not_charged_to_the_grade_budget() -> None:
     # the failed try's runs are made again under the full budget: the stalling program's verdict and
     # cost are those of a grade without the failure
