@@ -29,7 +29,10 @@ can find the nonce and write result lines of its own):
   whose call in flight had most of its limit by the host's clocks (``_stalled``: a program that
   answers one call per process and then stalls), means that call is too slow: it times out and
   the remaining calls are skipped. So an infinite
-  loop costs one per-test limit plus start-up, not the sum of all limits.
+  loop costs one per-test limit plus start-up, not the sum of all limits. And all runs of a sample
+  together are bounded by its grade's time budget (``Job.budget``, ``registry.budget``): a run
+  gets at most what is left of it as its limit; once it is spent, the test due is a timeout
+  (``Verification.budget_spent``) and no more runs start.
 * **a call that spends its budget and then fails is a timeout**: a too-slow program could arm its
   own timer (``signal.alarm``, a thread calling ``_thread.interrupt_main``, ``os._exit``) and raise
   or quit just before the limit, turning the timeout tier into a wrong answer's 0. So a call that
