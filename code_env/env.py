@@ -679,6 +679,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             "ran_as": scored.ran_as if scored is not None else info["trace_id"],
             "retried_executions": [r.model_dump() for v in (scored.retried if scored is not None else []) for r in v.executions],
             "execution_time_ms": self.last_timing["execution_time_ms"],
+            "grade_spent_s": scored.grade.spent_s if scored is not None else 0.0,
             "transitions": self.last_timing["transitions"],
             "config": self.config.model_dump(mode="json"),
         }

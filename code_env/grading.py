@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from registry import Task
+from registry.budget import Budget, budget_s
 from registry.verify import CaseResult, Job, Runner, Verification, verify_many
 from sandbox import Sandbox
 
@@ -135,19 +136,24 @@ class Grade(BaseModel):
     run: RunSummary = Field(default_factory=RunSummary, description="the public runs, as an agent sees them")
     sandbox_error: str | None = None
     judge_error: str | None = Field(None, description="why the LLM judge's endpoint failed (tier judge_error)")
+    spent_s: float = Field(0.0, description="what its sandbox runs were charged of the grade's time budget "
+                                            "(breakdown.budget_s): the sandbox's wall clock, each run at most its limit")
 
 
 def aggregate(public: Verification, hidden: Verification | None, config: RewardConfig) -> RewardBreakdown:
     """The reward tier of a verification (public, and hidden when it ran), before any judge. A
     program that does not compile has no hidden verdict: its hidden run, if any, is ignored.
     ``all_tests`` needs at least one hidden test passed: a task without hidden tests tops out at
-    ``all_public`` (its public tests are in the prompt, so an answer copied from there passes them)."""
+    ``all_public`` (its public tests are in the prompt, so an answer copied from there passes them).
+    A grade whose time budget was spent (``Verification.budget_spent``, public or hidden) is a
+    ``timeout``, whatever passed before; ``budget_s`` is recorded in every breakdown."""
     if public.syntax_error:
         hidden = None
     pp, pt = public.passed, public.total
     hp, ht = (hidden.passed, hidden.total) if hidden is not None else (0, 0)
-    counts = {"public_passed": pp, "public_total": pt, "hidden_passed": hp, "hidden_total": ht}
     both = [v for v in (public, hidden) if v is not None]
+    counts: dict[str, Any] = {"public_passed": pp, "public_total": pt, "hidden_passed": hp, "hidden_total": ht,
+                              "budget_s": public.budget_s}  # fmt: skip
     errors = [v.sandbox_error for v in both if v.sandbox_error]
     if errors:
         return RewardBreakdown(tier="sandbox_error", reward=None, explanation=f"sandbox failure: {errors[0]}", **counts)
@@ -157,6 +163,9 @@ def aggregate(public: Verification, hidden: Verification | None, config: RewardC
     if tampered:
         why = f"the program tampered with the verifier's result channel ({tampered[0]}): none of its answers count"
         return RewardBreakdown(tier="tampered", reward=config.tampered, explanation=why, **counts)
+    if any(v.budget_spent for v in both):
+        why = f"the grade's time budget of {public.budget_s:g} s was spent (registry.budget): a timeout"
+        return RewardBreakdown(tier="timeout", reward=config.timeout, explanation=why, **counts)
     if pt and pp == pt:
         if hidden is not None and ht and hp == ht:
             return RewardBreakdown(tier="all_tests", reward=config.all_tests, explanation="every public and hidden test passed", **counts)
@@ -212,10 +221,15 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     under the trace id's next retry counter (``code_env.tracing``); the tiers come from
     ``aggregate``; the LLM judge, when configured, then scales every positive final reward (with
     ``"after_public"``, final means the hidden tests ran). Each item's states are timed here,
-    around each round: the generator waits at its ``yield`` while the round runs."""
+    around each round: the generator waits at its ``yield`` while the round runs. Each item has
+    one total time budget (``registry.budget``, ``config.grade_budget_runs``; None: none) that its
+    public and hidden jobs share and a try the sandbox failed is refunded from: spent, the item
+    is a ``timeout`` (``aggregate``), ``Grade.spent_s`` says what its runs were charged."""
     n = len(items)
-    public = [Job(t, code, "public", f"{tid}/public") for t, code, tid in items]
-    secret = [Job(t, code, "hidden", f"{tid}/hidden") for t, code, tid in items]
+    runs = config.grade_budget_runs
+    budgets = [None if runs is None else Budget(budget_s(t, runs)) for t, _, _ in items]
+    public = [Job(t, code, "public", f"{tid}/public", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
+    secret = [Job(t, code, "hidden", f"{tid}/hidden", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
     hid: list[Verification | None] = [None] * n
     marks: list[Transitions] = [[] for _ in range(n)]
     failed: list[list[Verification]] = [[] for _ in range(n)]
@@ -234,7 +248,8 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
         h = None if p.syntax_error or p.sandbox_error else h
         b = aggregate(p, h, config)
         g = Grade(problem_id=task.problem_id, reward=b.reward, breakdown=b, feedback=p.cases, run=RunSummary.of(p),
-                  sandbox_error=p.sandbox_error or (h.sandbox_error if h else None))  # fmt: skip
+                  sandbox_error=p.sandbox_error or (h.sandbox_error if h else None),
+                  spent_s=round(p.spent_s + (h.spent_s if h else 0.0), 3))  # fmt: skip
         scored.append(Scored(g, p, h, retried(tid, public_again[k]), failed[k], marks[k]))
     if config.judge is not None:
         final = [k for k in range(n) if hidden != "after_public" or hid[k] is not None]
@@ -261,6 +276,9 @@ def _verified(jobs: list[Job], owners: list[int], marks: list[Transitions],
     _mark_round(submitted, results, owners, marks)
     again = [k for k, v in enumerate(results) if v.sandbox_error]
     tries = [0] * len(jobs)
+    for k in again:  # the runs of a try the sandbox failed are made again: not the program's to pay
+        if (b := jobs[k].budget) is not None:
+            b.refund(results[k].spent_s)
     if again:
         retry = [jobs[k]._replace(trace_id=retried(t)) if (t := jobs[k].trace_id) else jobs[k] for k in again]
         submitted = time.time()

@@ -10,6 +10,9 @@ The fields, beyond an env step's (``trace_id``, ``episode``, ``sample``, ``turn`
 ``public_cases``, ``hidden_cases``, ``executions``, ``execution_time_ms``, ``transitions``,
 ``config``, and ``task`` for an inline task):
 
+* ``grade_spent_s``: what the sample's runs were charged of its grade's time budget
+  (``reward_breakdown["budget_s"]``, ``registry.budget``);
+
 * ``trainer`` (``"grpo"``, ``"trl"``, ``"verl"``, ``"ppo"``, or None) and ``step``: the
   optimisation step the sample belongs to, the one whose row of the run's ``curve.csv`` has the
   update's loss, KL, entropy and learning rate (None where the trainer does not say);
@@ -89,7 +92,7 @@ def grade_record(task: Task, program: str, judged: Judged | Grade, config: Rewar
         "hidden_cases": [{"status": c.status, "elapsed_ms": c.elapsed_ms} for c in hid.cases] if hid else [],
         "executions": [r.model_dump() for r in _executions(pub, hid)], "ran_as": ran_as, "cached": cached,
         "retried_executions": [r.model_dump() for v in failed for r in v.executions],
-        "execution_time_ms": grade.run.execution_time_ms, "transitions": [list(t) for t in transitions],
+        "execution_time_ms": grade.run.execution_time_ms, "grade_spent_s": grade.spent_s, "transitions": [list(t) for t in transitions],
         **extra, "config": env.model_dump(mode="json"),
     }  # fmt: skip
     if env.tasks == "<inline>":

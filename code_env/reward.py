@@ -5,7 +5,7 @@ Tiers (defaults; every one configurable from a TOML or JSON file, validated):
 | outcome | reward |
 |---|---|
 | the program does not compile | ``syntax_error`` = -1.0 |
-| a public test ran out of time (and not all public tests passed) | ``timeout`` = -0.5 |
+| a public test ran out of time (and not all public tests passed), or the grade's time budget was spent | ``timeout`` = -0.5 |
 | a public test ran out of memory (and not all passed) | ``oom`` = -0.5 |
 | no attempt: nothing defined, no entry point, it raised or died while loading (before any test), every call returned None, no output (stdio, crashed or not) | ``no_attempt`` = -0.5 |
 | k of n public tests pass | ``partial_max * k / n`` (0 … 0.6) |
@@ -68,6 +68,11 @@ class RewardConfig(BaseModel):
     process_bonus: float = Field(0.05, ge=0, le=0.2, description="per verified revision in multi-turn episodes")
     process_bonus_cap: float = Field(0.1, ge=0, le=0.3)
     judge: JudgeConfig | None = Field(None, description="an optional LLM judge (weight <= 0.3)")
+    grade_budget_runs: float | None = Field(
+        1.5, gt=0, allow_inf_nan=False,
+        description="a grade's total time budget (registry.budget), in one-run limits (per-test limit + 0.25 s), "
+                    "plus 2 % of the per-test limit per test (and 0.25 s per stdio test): spent, the sample is a "
+                    "timeout; None: no budget")  # fmt: skip
 
     @model_validator(mode="after")
     def _ordered(self) -> RewardConfig:
@@ -114,5 +119,6 @@ class RewardBreakdown(BaseModel):
     hidden_total: int = 0
     explanation: str = ""
     judge_score: float | None = Field(None, description="the LLM judge's score, when one judged")
+    budget_s: float | None = Field(None, description="the grade's total time budget, seconds (registry.budget; None: none)")
     judge_neutral: bool = False
     reward_before_judge: float | None = None

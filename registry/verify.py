@@ -29,7 +29,10 @@ can find the nonce and write result lines of its own):
   whose call in flight had most of its limit by the host's clocks (``_stalled``: a program that
   answers one call per process and then stalls), means that call is too slow: it times out and
   the remaining calls are skipped. So an infinite
-  loop costs one per-test limit plus start-up, not the sum of all limits.
+  loop costs one per-test limit plus start-up, not the sum of all limits. And all runs of a sample
+  together are bounded by its grade's time budget (``Job.budget``, ``registry.budget``): a run
+  gets at most what is left of it as its limit; once it is spent, the test due is a timeout
+  (``Verification.budget_spent``) and no more runs start.
 * **a call that spends its budget and then fails is a timeout**: a too-slow program could arm its
   own timer (``signal.alarm``, a thread calling ``_thread.interrupt_main``, ``os._exit``) and raise
   or quit just before the limit, turning the timeout tier into a wrong answer's 0. So a call that
@@ -56,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from sandbox import ExecutionResult, Limits, RunRequest
 
+from .budget import MIN_RUN_S, START_UP_S, Budget
 from .comparators import stdout_equal, values_equal
 from .phases import phase
 from .schema import Task, TestCase
@@ -72,7 +76,6 @@ DRIVER_OUTPUT_BYTES = 8 << 20  # the result channel of one run
 PARSE_CHARS_PER_S = 1 << 20
 PARSE_NODES_PER_S = 100_000
 MAX_LINE_STRUCTURE = 1000  # characters of a result line outside its strings (the driver's: ~60)
-START_UP_S = 0.25  # a run's allowance for starting and loading the program, on top of one per-test limit
 SLOW_FRACTION = 0.8  # a call that ends in an error (or ends the run) after this much of its limit is a timeout
 LOAD_CPU_S = 0.1  # CPU time a run may spend outside the calls it reports (start-up, loading) before it counts
 REPORT_SLACK_S = 0.05  # how far the per-call times a run reports may exceed the run's wall clock
@@ -229,7 +232,10 @@ class Verification(BaseModel):
     ``no_answer``: the program answered nothing (no entry point, it raised or ended while being
     loaded, before any test, every call returned None, or no stdio run printed anything, crashed
     or not), the "no attempt" of the reward;
-    ``program_runs``: how many of ``executions`` ran the program (checker runs follow them)."""
+    ``program_runs``: how many of ``executions`` ran the program (checker runs follow them);
+    ``budget_s``: the grade's time budget it ran under (``registry.budget``; None: none);
+    ``spent_s``: what its program runs were charged (the sandbox's wall clock, each at most its
+    limit); ``budget_spent``: the budget stopped it (a run cut short, or not started)."""
 
     kind: Literal["function", "stdio"] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
@@ -242,6 +248,9 @@ class Verification(BaseModel):
     sandbox_error: str | None = None
     executions: list[ExecutionResult] = Field(default_factory=list)
     program_runs: int = 0
+    budget_s: float | None = None
+    spent_s: float = 0.0
+    budget_spent: bool = False
 
     @property
     def passed(self) -> int:
@@ -260,12 +269,14 @@ class Runner(Protocol):
 
 
 class Job(NamedTuple):
-    """One verification to do: a program against the public or the hidden tests of a task."""
+    """One verification to do: a program against the public or the hidden tests of a task;
+    ``budget``: the sample's total time budget, shared by its jobs (``registry.budget``)."""
 
     task: Task
     code: str
     which: Literal["public", "hidden"] = "public"
     trace_id: str | None = None
+    budget: Budget | None = None
 
 
 def run_limits(task: Task, stdin_chars: int = 0) -> Limits:
@@ -352,16 +363,17 @@ class _Done:
 
 
 def _plan(job: Job) -> _Plan:
-    task, code, which, trace_id = job
+    task, code, which, trace_id, budget = job
     cases = task.public_tests if which == "public" else task.hidden_tests
+    limit = None if budget is None else budget.budget_s
     if not cases:
-        return _Done(Verification())
+        return _Done(Verification(budget_s=limit))
     refused = refuse_program(code)
     if refused is not None:
-        return _Done(Verification(kind=task.kind, syntax_error=refused))
+        return _Done(Verification(kind=task.kind, syntax_error=refused, budget_s=limit))
     if task.kind == "function":
-        return _FunctionPlan(task, cases, code, which == "public", trace_id)
-    return _StdioPlan(task, cases, code, which == "public", trace_id)
+        return _FunctionPlan(task, cases, code, which == "public", trace_id, budget)
+    return _StdioPlan(task, cases, code, which == "public", trace_id, budget)
 
 
 def refuse_program(code: str) -> str | None:
@@ -547,9 +559,11 @@ def _load_value(text: str, nodes: int, depth: int, max_nodes: int | None) -> tup
 class _FunctionPlan:
     """One program against one group of function tests, in as many runs as its budget needs."""
 
-    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None) -> None:
+    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None,
+                 grade_budget: Budget | None = None) -> None:  # fmt: skip
         self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
-        self.v = Verification(kind="function")
+        self.grade_budget = grade_budget
+        self.v = Verification(kind="function", budget_s=None if grade_budget is None else grade_budget.budget_s)
         self.results: dict[int, CaseResult] = {}
         self.to_check: dict[int, Any] = {}  # test -> the returned value, for the task's checker
         self.next = 0  # the first test not yet decided
@@ -558,6 +572,7 @@ class _FunctionPlan:
         self.silent = True  # no answer so far (nothing returned but None, no error, no crash)
         self.parse_left = self.parse_chars_left = 0  # what the host still parses of the current run's values
         self.budget_s = 0.0  # the current run's time budget
+        self.capped = False  # the current run's budget is what was left of the grade's, less than its own
 
     def take(self) -> list[RunRequest]:
         if not self.want:
@@ -568,6 +583,15 @@ class _FunctionPlan:
                            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
         tid = None if self.trace_id is None else self.trace_id + (f"/from/{self.next}" if self.next else "")
         limits = run_limits(self.task, len(spec))
+        self.capped = False
+        if self.grade_budget is not None:
+            left = self.grade_budget.left_s
+            if left < MIN_RUN_S:
+                self._out_of_budget()
+                return []
+            if left < limits.timeout_s:
+                self.capped = True
+                limits = limits.model_copy(update={"timeout_s": left, "cpu_time_s": left})
         self.parse_left = int(PARSE_NODES_PER_S * limits.timeout_s)  # this run's returned values, at most
         self.parse_chars_left = int(PARSE_CHARS_PER_S * limits.timeout_s)
         self.budget_s = limits.timeout_s
@@ -581,6 +605,7 @@ class _FunctionPlan:
         if res.sandbox_error:
             v.sandbox_error = res.sandbox_error
             return
+        _charge(v, self.grade_budget, res, self.budget_s)
         start, n = self.next, len(self.cases)
         ch = read_channel(res.stdout, self.nonce, start, n)
         if ch.tampered is None and res.exit_code == CHANNEL_LOST and not ch.ended:
@@ -618,6 +643,9 @@ class _FunctionPlan:
         if ch.ended or self.next == n:
             return
         if res.timeout_hit:
+            if self.capped:  # what was left of the grade's budget stopped it, not the test's own limit
+                self._out_of_budget()
+                return
             # progress: the rest gets a budget of its own, unless the call in flight had most of its
             # limit by the host's clocks (answer one call, then stall until killed, in every process)
             if ch.calls and not self._stalled(res, reported, unexplained):
@@ -645,6 +673,15 @@ class _FunctionPlan:
             if res.exit_code != 0:
                 self.silent = False  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
+
+    def _out_of_budget(self) -> None:
+        """The grade's time budget is spent: the test in flight (or due) times out, the rest are
+        not run."""
+        assert self.grade_budget is not None
+        self.v.timeout = self.v.budget_spent = True
+        self.silent = False
+        self._set(self.next, "timeout", self.grade_budget.message())
+        self._rest("skipped", "not run: the grade's time budget was spent")
 
     def _stalled(self, res: ExecutionResult, reported: float, unexplained: float) -> bool:
         """A run stopped by its budget after some answers: did the call in flight have
@@ -741,31 +778,61 @@ class _FunctionPlan:
 
 
 class _StdioPlan:
-    """A compile check, then one run per test, all at once."""
+    """A compile check, then one run per test, all at once (each run's limit at most what is left
+    of the grade's budget; none when it is spent)."""
 
-    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None) -> None:
-        self.cases, self.show = cases, show
-        lim = Limits(timeout_s=task.timeout_s, memory_mb=task.memory_mb, max_stdin_bytes=64 << 20)
-        check = RunRequest(code=SYNTAX_CHECK, stdin=code, limits=Limits(timeout_s=10.0), trace_id=f"{trace_id}/syntax")
-        self.requests = [check] + [RunRequest(code=code, stdin=c.stdin or "", limits=lim, trace_id=f"{trace_id}/{i}")
-                                   for i, c in enumerate(cases)]  # fmt: skip
+    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None,
+                 grade_budget: Budget | None = None) -> None:  # fmt: skip
+        self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
+        self.grade_budget = grade_budget
+        self.due = True
+        self.capped = self.unrun = False
         self.results: list[ExecutionResult] = []
+        self.limits: list[Limits] = []
 
     def take(self) -> list[RunRequest]:
-        reqs, self.requests = self.requests, []
-        return reqs
+        if not self.due:
+            return []
+        self.due = False
+        lim = Limits(timeout_s=self.task.timeout_s, memory_mb=self.task.memory_mb, max_stdin_bytes=64 << 20)
+        if self.grade_budget is not None:
+            left = self.grade_budget.left_s
+            if left < MIN_RUN_S:
+                self.unrun = True
+                return []
+            if left < lim.timeout_s:
+                self.capped = True
+                lim = lim.model_copy(update={"timeout_s": left})
+        check = Limits(timeout_s=10.0)
+        self.limits = [check] + [lim] * len(self.cases)
+        tid = self.trace_id
+        return [RunRequest(code=SYNTAX_CHECK, stdin=self.code, limits=check, trace_id=f"{tid}/syntax")] + [
+            RunRequest(code=self.code, stdin=c.stdin or "", limits=lim, trace_id=f"{tid}/{i}") for i, c in enumerate(self.cases)]  # fmt: skip
 
     def feed(self, results: list[ExecutionResult]) -> None:
         self.results = results
 
     def finish(self, checks: list[_CheckItem]) -> Verification:
+        budget = self.grade_budget
+        v = Verification(kind="stdio", budget_s=None if budget is None else budget.budget_s)
+        if self.unrun:
+            assert budget is not None
+            v.timeout = v.budget_spent = True
+            v.cases = [CaseResult(index=i, status="timeout" if i == 0 else "skipped",
+                                  error=budget.message() if i == 0 else "not run: the grade's time budget was spent",
+                                  input=_short(c.stdin or "") or "" if self.show else "") for i, c in enumerate(self.cases)]  # fmt: skip
+            return v
         results = self.results
         syntax, outs = results[0], results[1:]
-        v = Verification(kind="stdio", executions=list(results), program_runs=len(results))
+        v.executions, v.program_runs = list(results), len(results)
         errors = [r.sandbox_error for r in results if r.sandbox_error]
         if errors:
             v.sandbox_error = errors[0]
             return v
+        for res, lim in zip(results, self.limits, strict=True):
+            _charge(v, budget, res, lim.timeout_s)
+        # the runs started together: all of them may add up to more than was left
+        over = budget is not None and (budget.left_s <= 0 or (self.capped and any(r.timeout_hit for r in outs)))
         if syntax.exit_code != 0:
             v.syntax_error = syntax.stdout.strip() or "the program does not compile"
         v.timeout = any(r.timeout_hit for r in outs)
@@ -778,7 +845,7 @@ class _StdioPlan:
                 r.expected = _short(case.expected_stdout or "")
                 r.got = _short(res.stdout)
             if res.timeout_hit:
-                r.status, r.error = "timeout", "time limit"
+                r.status, r.error = "timeout", budget.message() if over and budget is not None else "time limit"
             elif res.exit_code != 0:
                 r.status = "error"
                 r.error = _short(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.exit_code}")
@@ -790,10 +857,21 @@ class _StdioPlan:
             v.cases.append(r)
         if not v.syntax_error:
             checks.extend(mine)
+        if over and not v.syntax_error:
+            v.timeout = v.budget_spent = True
         # no output on any test, whatever the exit status: a stdio program's run is all "loading", so
         # one that crashes before printing anything answered nothing (as a function task's load error)
         v.no_answer = all(not r.timeout_hit and not r.oom and not r.stdout.strip() for r in outs)
         return v
+
+
+def _charge(v: Verification, budget: Budget | None, res: ExecutionResult, limit_s: float) -> None:
+    """Charge a program run to its verification and the grade's budget: the sandbox's wall clock,
+    at most the run's own limit (a deadline moved for CPU wait on a busy machine is not charged)."""
+    seconds = min(res.execution_time_ms / 1000, limit_s)
+    v.spent_s = round(v.spent_s + seconds, 6)
+    if budget is not None:
+        budget.charge(seconds)
 
 
 # ----------------------------------------------------------------------------- special checkers

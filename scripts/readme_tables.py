@@ -36,7 +36,8 @@ def reward_table() -> str:
     meaning = {
         "syntax_error": "the program does not compile, or is no Python source at all (a NUL byte, not UTF-8, over 1 MiB): "
         "refused unrun, on either task kind",
-        "timeout": "a public test ran out of time (and not all passed)",
+        "timeout": "a public test ran out of time (and not all passed), or the grade's time budget was spent "
+        "(`grade_budget_runs`)",
         "oom": "the program ran out of memory (and not all public tests passed)",
         "no_attempt": "the program answered nothing: nothing defined, no entry point, it raised, exited or died while "
         "loading (before any test), every call returned None, or no output on a stdio task, crashed or not "
@@ -53,6 +54,9 @@ def reward_table() -> str:
         "process_bonus_cap": "cap of the process bonus per episode",
         "judge": "optional LLM judge (`JudgeConfig`, weight <= 0.3): scales a positive reward by `1 - w * (1 - s)` "
         "(s = 0.5 for a reply without a score, 0 for code past its window: unjudged)",
+        "grade_budget_runs": "a grade's total time budget (`registry.budget`), in one-run limits (per-test limit + 0.25 s), "
+        "plus 2 % of the per-test limit per test (and 0.25 s per stdio test): once the sample's runs have spent it, its "
+        "remaining runs are stopped or not started and it is a `timeout`; `None`: no budget",
     }
     rows = ["| tier | default | when |", "|---|---:|---|"]
     for name, field in RewardConfig.model_fields.items():

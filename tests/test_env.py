@@ -35,6 +35,7 @@ import registry
 from code_env import CodeExecEnv, evaluate
 from code_env._textimage import GREEN, RED
 from code_env.env import task_prompt
+from code_env.reward import RewardConfig
 from code_env.spaces import AnyText, SharedTexts
 from registry import Task
 
@@ -253,8 +254,11 @@ def test_a_budget_that_cuts_an_episode_short_never_scores_above_the_tier(budget:
     elif budget == "turn_time":  # a program past the turn's time is at most its own tier: here a timeout
         rewards, info = episode(["def sum_of_evens(nums):\n    while True:\n        pass\n"], max_turns=3, turn_time_s=0.5)
         assert sum(rewards) == -0.5
-        # and a correct but too-slow program: at most budget_exhausted
-        assert episode(["def sum_of_evens(nums):\n    return 0\n", SLOW_EVENS], max_turns=3, turn_time_s=0.5)[0] == [0.05, -0.15]
+        # and a correct but too-slow program: at most budget_exhausted (without the grade's time budget,
+        # which would make its 0.3 s on every call of a 0.5 s limit a timeout of its own, -0.55)
+        unbounded = RewardConfig(grade_budget_runs=None)
+        assert episode(["def sum_of_evens(nums):\n    return 0\n", SLOW_EVENS], max_turns=3, turn_time_s=0.5,
+                       reward=unbounded)[0] == [0.05, -0.15]  # fmt: skip
     else:
         env = make(episode_time_s=0.5, max_turns=3)
         env.reset(seed=0, options={"problem_id": "builtin/sum-of-evens"})

@@ -250,9 +250,15 @@ def test_a_slow_solution_with_forged_timings_earns_no_more_than_its_honest_twin(
         assert honest.breakdown.tier == forged.breakdown.tier == "timeout"
         assert honest.feedback[0].status == "timeout" and [c.status for c in honest.feedback[1:]] == ["skipped"] * 2
     else:
-        # the forger's zero times hide 0.3 s per answer from the driver, not from the host's CPU
-        # clock: its cut-short run looks like a stall (its call in flight had its limit), so it may
-        # lose its hidden run, never gain
+        # 8 x 0.3 s is more than the grade's time budget (2.035 s, registry.budget): a timeout
+        assert honest.breakdown.tier == "timeout" and "time budget" in honest.breakdown.explanation
+        # without the budget every call runs: the forger's zero times hide 0.3 s per answer from the
+        # driver, not from the host's CPU clock: its cut-short run looks like a stall (its call in
+        # flight had its limit), so it may lose its hidden run, never gain
+        off = RewardConfig(grade_budget_runs=None)
+        honest = graded(SLOW.replace("BURN", str(burn)), task, off)
+        forged = graded(SLOW_FORGED.replace("BURN", str(burn)), task, off)
+        assert forged.reward is not None and honest.reward is not None and forged.reward <= honest.reward
         assert honest.breakdown.tier == "all_tests" and forged.breakdown.tier in ("all_tests", "all_public")
 
 
@@ -267,10 +273,14 @@ def test_an_infinite_loop_costs_one_per_test_limit_not_the_sum() -> None:
 
 def test_a_run_out_of_budget_after_some_answers_is_resumed_not_failed() -> None:
     # each call takes 0.4 s of CPU, the limit is 0.5 s: two calls never fit in one run's budget,
-    # so the verifier resumes from the first unanswered call until every call has run
+    # so the verifier resumes from the first unanswered call until every call has run (with no
+    # grade budget: 8 x 0.4 s is more than this task's, 1.205 s, a timeout with it)
     task = EVENS.model_copy(update={"timeout_s": 0.5})
-    res = grade_many([(task, SLOW.replace("BURN", "0.4"))], sandbox=get_sandbox("process"))[0]
+    off = RewardConfig(grade_budget_runs=None)
+    res = grade_many([(task, SLOW.replace("BURN", "0.4"))], sandbox=get_sandbox("process"), config=off)[0]
     assert res.breakdown.tier == "all_tests", res.breakdown
+    bounded = grade_many([(task, SLOW.replace("BURN", "0.4"))], sandbox=get_sandbox("process"))[0]
+    assert bounded.breakdown.tier == "timeout" and "time budget of 1.205 s" in bounded.breakdown.explanation
 
 
 # ---------------------------------------------------------------------------------- checkers

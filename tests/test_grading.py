@@ -14,11 +14,12 @@ import registry
 from code_env import CodeExecEnv, TRLReward, compute_score, evaluate
 from code_env.demo import hard_coded
 from code_env.env import MAX_TEXT_CHARS
-from code_env.grading import Grade, aggregate, grade, grade_many
+from code_env.grading import Grade, aggregate, grade, grade_many, judge_many
 from code_env.reward import RewardConfig
 from code_env.tokens import CodeExecTokensEnv
 from code_env.tokens import program as tokens_program
 from registry import Task
+from registry.budget import START_UP_S, budget_s
 from registry.verify import MAX_PROGRAM_BYTES, Verification
 from sandbox import ExecutionResult, RunRequest
 
@@ -444,12 +445,126 @@ def test_answering_one_call_per_process_then_stalling_is_a_timeout(name: str) ->
     assert [c.status for c in res.feedback] == ["passed", "timeout", "skipped"]
 
 
-def test_a_program_slow_on_every_call_but_within_the_limit_is_still_resumed_to_1() -> None:
-    # each call spends 0.3 s of CPU of its 1 s: three fit in a run, the fourth is cut short and resumed
-    slow = "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n    while time.process_time() - t < 0.3:\n" \
+def test_a_program_slow_on_every_call_but_within_the_limit_is_resumed_within_the_grade_budget() -> None:
+    # each call spends 0.45 s of CPU of its 1 s: two fit in a run, the third is cut short and resumed
+    slow = "import time\ndef sum_of_evens(nums):\n    t = time.process_time()\n    while time.process_time() - t < 0.45:\n" \
            "        pass\n" + EVENS_BODY
-    res = grade(slow_task(), slow, sandbox=get_sandbox("process"))
-    assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0), res.breakdown
+    sb = get_sandbox("process")
+    public = grade(slow_task(), slow, sandbox=sb, hidden=False)  # 3 tests: 1.35 s of calls, in the 2.035 s budget
+    assert (public.breakdown.tier, public.reward) == ("all_public", 0.8), public.breakdown
+    assert public.run.execution_time_ms > 1000 * (slow_task().timeout_s + START_UP_S)  # it was resumed
+    # on all 8 tests the calls need 3.6 s: more than the grade's budget, a timeout (without one: every call)
+    both = grade(slow_task(), slow, sandbox=sb)
+    assert (both.breakdown.tier, both.reward) == ("timeout", -0.5), both.breakdown
+    assert "time budget of 2.035 s was spent" in both.breakdown.explanation and both.breakdown.budget_s == 2.035
+    unbounded = grade(slow_task(), slow, sandbox=sb, config=RewardConfig(grade_budget_runs=None))
+    assert (unbounded.breakdown.tier, unbounded.reward, unbounded.breakdown.budget_s) == ("all_tests", 1.0, None)
+
+
+# ------------------------------------------------------------------ the grade's time budget
+
+MANY_TESTS = BY_ID["builtin/expression-eval"]  # 3 public + 12 hidden tests, 2 s each
+
+
+def answer_then_stall(task: Task, first_s: float = 0.0, spin: bool = False) -> str:
+    """The reference, except that every process answers its first call (after ``first_s`` of
+    sleep: too little of the limit to look stalled) and then sleeps, or spins, until killed."""
+    stall = "        while True:\n            pass\n" if spin else "        time.sleep(1000)\n"
+    return (f"{task.reference_solution}\nimport time\n_calls = []\n_answer = {task.entry_point}\n"
+            f"def {task.entry_point}(*args, **kwargs):\n    _calls.append(1)\n    if len(_calls) > 1:\n{stall}"
+            f"    time.sleep({first_s})\n    return _answer(*args, **kwargs)\n")
+
+
+STALLERS = {
+    "sleeps": {},
+    "spins": {"spin": True},
+    # 70 % of the limit on its one answer: resumed run after run, 1.0 for 15 x 2.25 s without a budget
+    "answers-slowly-then-sleeps": {"first_s": 1.4},
+}
+
+
+@pytest.mark.parametrize("name", list(STALLERS))
+def test_answer_then_stall_on_many_tests_is_a_timeout_within_the_grade_budget(name: str) -> None:
+    task, counter = MANY_TESTS, CountingRunner()
+    res = grade(task, answer_then_stall(task, **STALLERS[name]), sandbox=counter)
+    assert res.sandbox_error is None
+    assert (res.breakdown.tier, res.reward) == ("timeout", -0.5), res.breakdown
+    budget = budget_s(task)
+    assert res.breakdown.budget_s == budget == round(1.5 * (2.0 + START_UP_S) + 15 * 0.02 * 2.0, 3)
+    ran = counter.batches
+    tests = len(task.public_tests) + len(task.hidden_tests)
+    assert sum(ran) <= 3 < tests, ran  # without a budget: a run per test for the slow answerer, each to its limit
+    assert res.spent_s <= budget
+    # the runs' own durations, as the sandbox measured them: the budget plus a grace per run, where the
+    # runs without a budget need (tests) x (limit + start-up). A run stopped for its CPU time costs that
+    # CPU time: on a busy machine its wall clock waits for a CPU, up to 4x (the sandbox's load rule)
+    judged = judge_many([(task, answer_then_stall(task, **STALLERS[name]))], sandbox=get_sandbox("process"))[0]
+    runs = judged.public.executions + (judged.hidden.executions if judged.hidden else [])
+    cost = sum(r.cpu_time_ms if r.timeout_kind == "cpu" else r.execution_time_ms for r in runs) / 1000
+    assert cost <= budget + 1.0 * len(runs) < tests * (task.timeout_s + START_UP_S), [r.execution_time_ms for r in runs]
+    assert judged.grade.breakdown.tier == "timeout"
+    if name == "answers-slowly-then-sleeps":  # the budget, not the stall rule, stopped it: the feedback says so
+        assert "the grade's time budget of" in res.breakdown.explanation
+        assert any("time budget" in (c.error or "") for c in [*judged.public.cases, *(judged.hidden.cases if judged.hidden else [])])
+
+
+def test_a_correct_program_never_meets_the_grade_budget() -> None:
+    task, counter = MANY_TESTS, CountingRunner()
+    res = grade(task, task.reference_solution, sandbox=counter)
+    assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0)
+    assert counter.batches == [1, 1]  # every test, in one run per group, as without a budget
+    assert 0 < res.spent_s < budget_s(task) / 10 and res.breakdown.budget_s == budget_s(task)
+    off = grade(task, task.reference_solution, sandbox=get_sandbox("process"), config=RewardConfig(grade_budget_runs=None))
+    assert (off.reward, off.breakdown.hidden_passed, off.breakdown.budget_s) == (1.0, res.breakdown.hidden_passed, None)
+    stdio = STDIO_TASKS[0]
+    res = g(stdio, stdio.reference_solution)
+    assert res.reward == 1.0 and 0 < res.spent_s < res.breakdown.budget_s == budget_s(stdio)  # type: ignore[operator]
+
+
+def test_the_grade_budget_is_per_sample() -> None:
+    task = MANY_TESTS
+    fine = [task.reference_solution + f"\n# sample {k}\n" for k in range(3)]
+    items = [(task, fine[0]), (task, answer_then_stall(task, first_s=1.4)), (task, fine[1]), (task, fine[2])]
+    judged = judge_many(items, sandbox=get_sandbox("process"))
+    assert [j.grade.breakdown.tier for j in judged] == ["all_tests", "timeout", "all_tests", "all_tests"]
+    for j in (judged[0], *judged[2:]):
+        assert j.hidden is not None and all(c.passed for c in [*j.public.cases, *j.hidden.cases])
+        assert not j.public.budget_spent and not j.hidden.budget_spent and j.grade.spent_s < 1.0
+    assert judged[1].public.budget_spent and judged[1].grade.spent_s <= budget_s(task)
+
+
+def test_a_stdio_group_that_spends_the_grade_budget_stops_the_sample() -> None:
+    # every run prints the right answer, then sleeps to its 2 s limit: the 3 public runs, started
+    # together, are charged 6 s of the 5.695 s budget, so the 5 hidden runs never start
+    task = BY_ID["builtin/fizzbuzz-line"]
+    code = task.reference_solution + "\nimport sys, time\nsys.stdout.flush()\ntime.sleep(1000)\n"
+    judged = judge_many([(task, code)], sandbox=get_sandbox("process"))[0]
+    assert (judged.grade.breakdown.tier, judged.grade.reward) == ("timeout", -0.5), judged.grade.breakdown
+    assert "time budget of 5.695 s was spent" in judged.grade.breakdown.explanation
+    assert judged.public.budget_spent and judged.public.program_runs == 1 + len(task.public_tests)  # + the compile check
+    assert judged.hidden is not None and judged.hidden.budget_spent and judged.hidden.program_runs == 0
+    assert [c.status for c in judged.hidden.cases] == ["timeout"] + ["skipped"] * (len(task.hidden_tests) - 1)
+    assert all("time budget" in (c.error or "") for c in judged.public.cases)
+
+
+def test_a_sandbox_failure_is_not_charged_to_the_grade_budget() -> None:
+    # the failed try's runs are made again under the full budget: the stalling program's verdict and
+    # cost are those of a grade without the failure
+    task = MANY_TESTS
+    res = grade(task, answer_then_stall(task, first_s=1.4), sandbox=FlakyRunner(1))
+    assert res.breakdown.tier == "timeout" and res.sandbox_error is None
+    assert budget_s(task) - 0.5 < res.spent_s <= budget_s(task)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan")])
+def test_the_grade_budget_must_be_positive_and_finite(bad: float) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="grade_budget_runs"):
+        RewardConfig(grade_budget_runs=bad)
+    with pytest.raises(ValueError, match="expected a positive finite number"):
+        budget_s(MANY_TESTS, bad)
+    assert RewardConfig(grade_budget_runs=None).grade_budget_runs is None
 
 
 # What a run's RunRequest refuses (a NUL byte, a lone surrogate, an oversize program) is the
