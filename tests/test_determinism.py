@@ -27,16 +27,34 @@ def _best_capability() -> str | None:
     return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2" if "avx2" in flags else None
 
 
-def _run(tmp: Path, name: str, env: dict[str, str]) -> tuple[list[str], dict[str, object]]:
+def _start(tmp: Path, name: str, env: dict[str, str]) -> tuple[Path, subprocess.Popen[bytes]]:
     out = tmp / name
     argv = [sys.executable, "-m", "baselines.grpo", "--quiet", "--out", str(out)]
     for pair in TINY:
         argv += ["--set", pair]
     full = {k: v for k, v in os.environ.items() if k not in PINNED_ENV and k != OPT_OUT} | env
-    proc = subprocess.run(argv, cwd=REPO, env=full, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    meta = json.loads((out / "meta.json").read_text())
-    return (out / "curve.csv").read_text().splitlines(), meta["numerics"]
+    with open(tmp / f"{name}.stderr", "w") as err:  # a file: no pipe to fill while another run is awaited
+        proc = subprocess.Popen(argv, cwd=REPO, env=full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    return out, proc
+
+
+def _runs(tmp: Path, runs: dict[str, dict[str, str]]) -> dict[str, tuple[list[str], dict[str, object]]]:
+    """Each named run of the tiny GRPO config (its outside settings), all at once in processes of
+    their own (each one's rows depend on its settings and seed only, not on what runs beside it):
+    its curve's rows and its meta's ``numerics``."""
+    started = {name: _start(tmp, name, env) for name, env in runs.items()}
+    done: dict[str, tuple[list[str], dict[str, object]]] = {}
+    try:
+        for name, (out, proc) in started.items():
+            assert proc.wait(timeout=600) == 0, (name, (tmp / f"{name}.stderr").read_text()[-3000:])
+            meta = json.loads((out / "meta.json").read_text())
+            done[name] = (out / "curve.csv").read_text().splitlines(), meta["numerics"]
+    finally:
+        for _, proc in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
 
 
 @pytest.mark.slow
@@ -48,8 +66,9 @@ def test_two_outside_settings_of_the_cpu_paths_give_identical_rows(tmp_path: Pat
     # branch and one thread, against the CPU's best kernels, MKL's own choice and two threads
     plain = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
     fast = {"ATEN_CPU_CAPABILITY": best, "MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "2"}
-    rows_a, num_a = _run(tmp_path, "pinned-plain", plain)
-    rows_b, num_b = _run(tmp_path, "pinned-fast", fast)
+    runs = _runs(tmp_path, {"pinned-plain": plain, "pinned-fast": fast, "unpinned-plain": plain | {OPT_OUT: "off"},
+                            "unpinned-fast": fast | {OPT_OUT: "off"}})  # fmt: skip
+    (rows_a, num_a), (rows_b, num_b) = runs["pinned-plain"], runs["pinned-fast"]
     assert len(rows_a) == 4  # the header and 3 steps
     assert rows_a == rows_b
     for num, outside in ((num_a, plain), (num_b, fast)):
@@ -59,8 +78,7 @@ def test_two_outside_settings_of_the_cpu_paths_give_identical_rows(tmp_path: Pat
         assert {k: pin["outside"][k] for k in outside} == outside  # the user's values, recorded
         assert num["cpu"]["model"] and num["torch"]["build"]  # type: ignore[index]
     # the control: the same two settings without the pin give other rows on this machine
-    off_a, numoff = _run(tmp_path, "unpinned-plain", plain | {OPT_OUT: "off"})
-    off_b, _ = _run(tmp_path, "unpinned-fast", fast | {OPT_OUT: "off"})
+    (off_a, numoff), (off_b, _) = runs["unpinned-plain"], runs["unpinned-fast"]
     assert numoff["pin"]["pinned"] is False  # type: ignore[index]
     assert off_a != off_b, "without the pin these settings should change the floats: the test could not see a breach"
 
