@@ -437,7 +437,7 @@ class NsjailBackend:
                 # the interpreter lives under /tmp (a venv in a temporary checkout): /tmp cannot be
                 # the link to the work dir, so it is a writable tmpfs of the run's own (each jail
                 # is a fresh mount namespace), with those directories bound into it
-                mount(dst="/tmp", fstype="tmpfs", options=f"size={PRIVATE_TMP_BYTES},mode=1777", rw=True,
+                mount(dst="/tmp", fstype="tmpfs", options=f"size={PRIVATE_TMP_BYTES},nr_inodes={_paths.RUN_TMPFS_INODES},mode=1777", rw=True,
                       nosuid=True, nodev=True)  # fmt: skip
                 # and the directories leading to those paths stay read-only, as everywhere else
                 for top in sorted({x.dst.split("/")[2] for x in jail if x.dst.startswith("/tmp/")}):
@@ -501,7 +501,7 @@ class NsjailBackend:
         # else nsjail's user-namespace mode: the caller's uid and gid, mapped to themselves, alone
         cmd += [
             "-H", "sandbox", "-D", "/sandbox", "--disable_proc",
-            "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},mode=0777",
+            "-m", f"none:/sandbox:tmpfs:size={limits.max_disk_mb * 2**20},nr_inodes={_paths.RUN_TMPFS_INODES},mode=0777",
             "--time_limit", str(math.ceil(_monitor.MAX_WALL_FACTOR * limits.timeout_s) + 2),  # our monitor's is the limit
             "--rlimit_cpu", str(cpu),
             # MB, enough for the init's write of the program's source (at most the disk) and above the

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 # The files of a jail's /proc that tell the host itself (its kernel command line, the id of this
 # boot, how long it has been up, its load): each jail binds /dev/null over them, read-only and
 # ``nodev``, so a run cannot open them (``EACCES``).
+# Files (and hard links, which tmpfs charges as inodes) on each tmpfs of a run: each holds kernel
+# memory outside every process (an inode and a dentry, ~1 KiB; the monitor counts them where no
+# cgroup does), so a million empty files or links cannot hold a GiB
+RUN_TMPFS_INODES = 16384
 PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime", "/proc/loadavg")
 
 # The files of a jail's /proc whose figures are the whole machine's and move when anything on it

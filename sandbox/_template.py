@@ -145,6 +145,7 @@ class Template:
         self.filters = filters
         self.own_pidns = own_pidns
         self.weak: bool = cfg.get("isolation") == "weak"
+        self.default_memory_mb: int = cfg["default_limits"]["memory_mb"]  # the slot's /proc views' (_zygote)
         self.weak_parent: str = cfg["root_dir"]
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
@@ -266,7 +267,7 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
     _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC | _linux.CLONE_NEWCGROUP)
     views = len(_paths.PROC_VIEW_PATHS) * os.sysconf("SC_PAGE_SIZE")  # their files: a page each, see _proc_views
     _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb'] * 2**20 + views},mode=0755")  # fmt: skip
+                 f"size={spec['max_disk_mb'] * 2**20 + views},nr_inodes={_paths.RUN_TMPFS_INODES},mode=0755")  # fmt: skip
     for d in (WORKDIR, SHMDIR):
         os.mkdir(d, 0o700)
         if t.uid_switch:
@@ -277,13 +278,16 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
         for path in _paths.PROC_MASKS:  # as in the slot's /proc
             _linux.mask(path)
-    _proc_views(spec)
+    if wrapped:  # a /proc of its own: every view
+        _proc_views(spec)
+    elif spec["memory_mb"] != t.default_memory_mb:  # the slot's views but its own limit
+        _proc_views(spec, only=("/proc/meminfo",))
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)
 
 
-def _proc_views(spec: dict[str, Any]) -> None:
+def _proc_views(spec: dict[str, Any], only: tuple[str, ...] | None = None) -> None:
     """Bind the run's own view (``_paths.proc_views``: its memory limit, its CPUs, counters that
     never move) over the /proc files that show the whole machine, in the run's mount namespace
     (over the slot's /proc or the run's own). Each is written to the run's tmpfs (its size has a
@@ -293,7 +297,7 @@ def _proc_views(spec: dict[str, Any]) -> None:
     views = _paths.proc_views(spec["memory_mb"], os.sched_getaffinity(0))
     src = WORK_PARENT + "/.proc-view"
     for path, content in views.items():
-        if not os.path.exists(path):  # a kernel without PSI, schedstats...
+        if (only is not None and path not in only) or not os.path.exists(path):  # a kernel without PSI...
             continue
         fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
         try:
@@ -312,7 +316,7 @@ def _private_tmp(spec: dict[str, Any]) -> None:
     os.mkdir(keep, 0o700)
     _linux.mount("/tmp", keep, None, _linux.MS_BIND | _linux.MS_REC)
     _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb']}m,mode=1777")  # fmt: skip
+                 f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES},mode=1777")  # fmt: skip
     for name in os.listdir(keep):
         os.mkdir("/tmp/" + name, 0o755)
         _linux.mount(f"{keep}/{name}", "/tmp/" + name, None, _linux.MS_BIND | _linux.MS_REC)

@@ -161,6 +161,17 @@ def setup_root(cfg: dict[str, Any]) -> None:
     _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
     for path in _paths.PROC_MASKS:  # what would tell the host itself
         _linux.mask(root + path)
+    # the run's own view of the files with the machine's figures (``_template._proc_views``), for
+    # the default limits: bound once here, a run whose /proc is the slot's rebinds only what its
+    # own limits change (meminfo); the source is unlinked once bound
+    views = _paths.proc_views(cfg["default_limits"]["memory_mb"], os.sched_getaffinity(0))
+    for path, content in views.items():
+        if os.path.exists(root + path):
+            src = root + "/.proc-view"
+            with open(src, "wb") as fh:
+                fh.write(content)
+            _linux.bind_ro(src, root + path)
+            os.unlink(src)
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir

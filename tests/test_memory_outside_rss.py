@@ -42,7 +42,11 @@ LIMITS = Limits(memory_mb=LIMIT_MB, timeout_s=30, cpu_time_s=30, max_open_files=
 HOLD_S = 1.5
 
 PRELUDE = r'''
-import ctypes, errno, fcntl, mmap, os, socket, sys, time
+import ctypes, errno, os, socket, sys, time
+try:
+    import fcntl
+except ImportError:  # weak mode's interpreter may lack it
+    fcntl = None
 TARGET = {target} << 20
 held = 0
 notes = set()
@@ -77,7 +81,8 @@ try:
     while held < TARGET:
         r, w = os.pipe()
         try:
-            fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+            if fcntl is not None:
+                fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
         except OSError as e:
             note(f"setpipe:{errno.errorcode.get(e.errno)}")
         os.set_blocking(w, False)
