@@ -140,9 +140,8 @@ except OSError as e:
 done()
 '''),
     "tmpfs": ("Shmem", r'''
-import tempfile
 try:
-    for d in (os.getcwd(), tempfile.gettempdir(), "/tmp"):
+    for d in (os.getcwd(), os.environ.get("TMPDIR", "/tmp"), "/tmp"):
         for i in range(100000):
             if held >= TARGET:
                 break
