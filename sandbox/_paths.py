@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 # memory outside every process (an inode and a dentry, ~1 KiB; the monitor counts them where no
 # cgroup does), so a million empty files or links cannot hold a GiB
 RUN_TMPFS_INODES = 16384
+# The /proc views that depend on a run's limits, bound per run (the others, once per slot where
+# the runs share the slot's /proc)
+PROC_VIEWS_PER_RUN = ("/proc/meminfo",)
 PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime", "/proc/loadavg")
 
 # The files of a jail's /proc whose figures are the whole machine's and move when anything on it

@@ -145,7 +145,6 @@ class Template:
         self.filters = filters
         self.own_pidns = own_pidns
         self.weak: bool = cfg.get("isolation") == "weak"
-        self.default_memory_mb: int = cfg["default_limits"]["memory_mb"]  # the slot's /proc views' (_zygote)
         self.weak_parent: str = cfg["root_dir"]
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
@@ -278,10 +277,8 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
                      | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
         for path in _paths.PROC_MASKS:  # as in the slot's /proc
             _linux.mask(path)
-    if wrapped:  # a /proc of its own: every view
-        _proc_views(spec)
-    elif spec["memory_mb"] != t.default_memory_mb:  # the slot's views but its own limit
-        _proc_views(spec, only=("/proc/meminfo",))
+    # a /proc of its own: every view; else the slot's, which has the others (_zygote.setup_root)
+    _proc_views(spec, only=None if wrapped else _paths.PROC_VIEWS_PER_RUN)
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)

@@ -161,12 +161,13 @@ def setup_root(cfg: dict[str, Any]) -> None:
     _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
     for path in _paths.PROC_MASKS:  # what would tell the host itself
         _linux.mask(root + path)
-    # the run's own view of the files with the machine's figures (``_template._proc_views``), for
-    # the default limits: bound once here, a run whose /proc is the slot's rebinds only what its
-    # own limits change (meminfo); the source is unlinked once bound
+    # the run's own view of the files with the machine's figures (``_template._proc_views``): the
+    # ones no limit changes bound once here, for every run whose /proc is the slot's (meminfo, the
+    # run's memory limit, is bound per run: a mount onto a view whose source is unlinked fails);
+    # the source is unlinked once bound
     views = _paths.proc_views(cfg["default_limits"]["memory_mb"], os.sched_getaffinity(0))
     for path, content in views.items():
-        if os.path.exists(root + path):
+        if path not in _paths.PROC_VIEWS_PER_RUN and os.path.exists(root + path):
             src = root + "/.proc-view"
             with open(src, "wb") as fh:
                 fh.write(content)
