@@ -143,12 +143,13 @@ def _own_memory_cgroup() -> CgroupInfo | None:
     return None
 
 
-def _words(path: str) -> list[str]:
+def _text(path: str) -> str:
+    """The file's text; empty when it cannot be read."""
     try:
         with open(path) as fh:
-            return fh.read().split()
+            return fh.read()
     except OSError:
-        return []
+        return ""
 
 
 def _writable(path: str) -> str | None:
@@ -164,7 +165,7 @@ def _writable(path: str) -> str | None:
 
 def _v2_own_cgroup_path() -> str | None:
     """This process's cgroup v2 path, as a directory under the v2 mount, if any."""
-    for line in _lines("/proc/self/cgroup"):
+    for line in _text("/proc/self/cgroup").splitlines():
         hier, controllers, path = line.split(":", 2)
         if hier == "0" and controllers == "":
             for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
@@ -173,21 +174,13 @@ def _v2_own_cgroup_path() -> str | None:
     return None
 
 
-def _lines(path: str) -> list[str]:
-    try:
-        with open(path) as fh:
-            return fh.read().splitlines()
-    except OSError:
-        return []
-
-
 def _unusable(path: str, version: int) -> str | None:
     """Why this (non-root) user cannot make memory cgroups under ``path`` and move its runs into
     them, or None. Checks what the kernel will check: write permission on the directory (mkdir),
     and for v2 the memory controller in ``cgroup.controllers``, enabled (or enable-able) in
     ``cgroup.subtree_control``, and write permission on the ``cgroup.procs`` of the common ancestor
     of our cgroup and the target (v1 checks only that the mover's uid is the moved process's)."""
-    if version == 2 and "memory" not in _words(os.path.join(path, "cgroup.controllers")):
+    if version == 2 and "memory" not in _text(os.path.join(path, "cgroup.controllers")).split():
         return (f"the memory controller is not in {path}/cgroup.controllers (its parent does not delegate it: "
                 "memory is not enabled in the parent's cgroup.subtree_control)")  # fmt: skip
     why = _writable(path) if os.access(path, os.X_OK) else f"{path} cannot be entered by uid {os.geteuid()}"
@@ -196,8 +189,8 @@ def _unusable(path: str, version: int) -> str | None:
     if version == 1:
         return None
     ctl = os.path.join(path, "cgroup.subtree_control")
-    if "memory" not in _words(ctl):
-        if _words(os.path.join(path, "cgroup.procs")):
+    if "memory" not in _text(ctl).split():
+        if _text(os.path.join(path, "cgroup.procs")).split():
             return (f"{path} holds processes, and cgroup v2 lets a cgroup with processes in it enable no "
                     f"controller for its children (memory is not in {ctl}); {SYSTEMD_HINT}")  # fmt: skip
         why = _writable(ctl)
