@@ -59,6 +59,7 @@ from _template import (
     Cgroup,
     Template,
     _read_exact,
+    bind_views,
     has_init,
     weak_workdir,
 )
@@ -163,16 +164,9 @@ def setup_root(cfg: dict[str, Any]) -> None:
         _linux.mask(root + path)
     # the run's own view of the files with the machine's figures (``_template._proc_views``): the
     # ones no limit changes bound once here, for every run whose /proc is the slot's (meminfo, the
-    # run's memory limit, is bound per run: a mount onto a view whose source is unlinked fails);
-    # the source is unlinked once bound
+    # run's memory limit, is bound per run: a mount onto a view whose source is unlinked fails)
     views = _paths.proc_views(cfg["default_limits"]["memory_mb"], os.sched_getaffinity(0))
-    for path, content in views.items():
-        if path not in _paths.PROC_VIEWS_PER_RUN and os.path.exists(root + path):
-            src = root + "/.proc-view"
-            with open(src, "wb") as fh:
-                fh.write(content)
-            _linux.bind_ro(src, root + path)
-            os.unlink(src)
+    bind_views({p: c for p, c in views.items() if p not in _paths.PROC_VIEWS_PER_RUN}, root + "/.proc-view", root)
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
