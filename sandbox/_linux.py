@@ -4,6 +4,7 @@ setns, pivot_root), with errors that name the call. Standard library only."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -35,21 +36,6 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def mask(path: str) -> None:
-    """Bind /dev/null over ``path`` (a file), read-only and ``nodev``: it cannot be opened."""
-    bind_ro("/dev/null", path)
-
-
-def bind_ro(src: str, path: str) -> None:
-    """Bind ``src`` over ``path`` (files), read-only, ``nosuid`` and ``nodev``."""
-    mount(src, path, None, MS_BIND)
-    ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
-    try:
-        mount(None, path, None, ro)
-    except OSError:  # in a user namespace, a bind of a noexec mount must stay noexec
-        mount(None, path, None, ro | MS_NOEXEC)
-
-
 def unshare(flags: int) -> None:
     _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
 
@@ -64,6 +50,22 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
     ret = _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
     _check(ret, f"mount({source!r} -> {target!r}, {fstype!r})")
+
+
+class ProcOptionsRefused(OSError):
+    """The kernel refused to mount procfs with the options asked for (EINVAL: before Linux 5.8 it
+    knows no ``subset=pid``)."""
+
+
+def mount_proc(target: str, flags: int, options: str) -> None:
+    """Mount procfs at ``target``; ``ProcOptionsRefused`` if the kernel refuses ``options``."""
+    try:
+        mount("proc", target, "proc", flags, options)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise ProcOptionsRefused(exc.errno, f"{exc.strerror} (kernel {os.uname().release}, "
+                                                f"options {options!r})") from exc  # fmt: skip
+        raise
 
 
 def umount2(target: str, flags: int) -> None:

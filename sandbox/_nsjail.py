@@ -23,6 +23,10 @@ Two modes, one jail (``isolation["mode"]``):
   A kernel that refuses unprivileged user namespaces fails closed: ``IsolationUnavailableError``
   when the backend starts (a probe jail), never weaker isolation.
 
+In both, the jail's /proc is that of its PID namespace with its process directories only
+(``_paths.PROC_OPTIONS``: ``hidepid=2,subset=pid``); a kernel that refuses ``subset=pid`` (before
+Linux 5.8) fails the probe jail, hence closed, as root too.
+
 Nothing of a run is on a path another run's jail could see: the program comes in on a memfd, its
 stdin/stdout/stderr and the status channel are pipes of their own (``--pass_fd``), and nsjail's log
 goes to another memfd. The backend's temp dir is private (0700).
@@ -345,12 +349,6 @@ class NsjailBackend:
             os.mkdir(self._empty, 0o555)
             os.chmod(self._empty, 0o555)
             self._jail = jail
-            # the run's own view of the /proc files that show the whole machine (_paths.proc_views):
-            # all but /proc/meminfo (its memory limit) in the config, that one per run
-            self._views = os.path.join(self._dir, "proc")
-            os.mkdir(self._views, 0o755)
-            self._cpus = sorted(os.sched_getaffinity(0))  # nsjail and its jail inherit them
-            self._views_lock = threading.Lock()
             self._config = os.path.join(self._dir, "jail.cfg")  # the jail's static view (see the docstring)
             with open(self._config, "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write(self._mount_config(jail))
@@ -359,8 +357,7 @@ class NsjailBackend:
                 slot = _Slot(self.privileged)
                 self._all.append(slot)
                 self._slots.put(slot)
-            if not self.privileged:
-                self._probe()
+            self._probe()
         except BaseException:
             self.close()
             raise
@@ -370,8 +367,9 @@ class NsjailBackend:
                          f"/{','.join(sorted(self.allowed_packages))}/{view}")  # fmt: skip
 
     def _probe(self) -> None:
-        """Without root: one jail, before any request, so that a kernel that refuses unprivileged user
-        namespaces (or the mounts in them) fails here, closed, with nsjail's own words."""
+        """One jail, before any request, so that a kernel that refuses the jail's /proc (``subset=pid``
+        before Linux 5.8) or, without root, unprivileged user namespaces (or the mounts in them)
+        fails here, closed, with nsjail's own words."""
         slot = self._slots.get()
         try:
             res = self._run(slot, b"print('ok')\n", b"", Limits(timeout_s=PROBE_TIMEOUT_S), None)
@@ -381,6 +379,10 @@ class NsjailBackend:
             self._slots.put(slot)
         if res.sandbox_error is not None or res.exit_code != 0 or res.stdout != "ok\n":
             cause = res.sandbox_error or f"exit code {res.exit_code}, signal {res.signal}: {res.stderr[-500:]}"
+            if "Failed to mount mandatory point: '/proc'" in cause:  # nsjail's words (the errno is a line before)
+                raise IsolationUnavailableError("nsjail", _paths.proc_subset_refused(os.uname().release), kernel=cause)
+            if self.privileged:
+                return  # (as before: as root, any other failure is each run's sandbox_error)
             raise IsolationUnavailableError(
                 "nsjail", f"nsjail cannot build a jail in a user namespace as uid {os.getuid()} ({cause})"
             )
@@ -422,9 +424,8 @@ class NsjailBackend:
 
     def _mount_config(self, jail: list[_paths.Mount]) -> str:
         """nsjail's configuration (text protobuf) of the jail's root: ``jail`` (in its order),
-        devices, /proc (its masks, the run's views but /proc/meminfo), /sbx, /tmp. Every mount is
-        read-only but /dev/null; the run's work dir and /proc/meminfo are added per run on the
-        command line (its size and the memory limit are limits)."""
+        devices, /proc (its pid directories only), /sbx, /tmp. Every mount is read-only but
+        /dev/null; the run's work dir is added per run on the command line (its size is a limit)."""
         lines: list[str] = []
 
         def mount(**fields: str | bool) -> None:
@@ -461,33 +462,14 @@ class NsjailBackend:
         for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                              ("stderr", "/proc/self/fd/2")):  # fmt: skip
             mount(src=target, dst=f"/dev/{name}", is_symlink=True)
-        # /proc of the jail's PID namespace, read-only; hidepid=2 hides the init from the program
-        # (a non-dumpable process is invisible even to its own uid), so a run sees only its own
-        mount(dst="/proc", fstype="proc", options="hidepid=2", nosuid=True, nodev=True, noexec=True)
-        for path in _paths.PROC_MASKS:  # what would tell the host itself: /dev/null, nodev, cannot be opened
-            mount(src="/dev/null", dst=path, is_bind=True, nosuid=True, nodev=True)
-        for path, content in _paths.proc_views(Limits().memory_mb, self._cpus).items():
-            # not on a kernel without PSI, schedstats...; nor where we cannot read the file (nsjail
-            # opens its target: /proc/slabinfo is root's), and then neither can the program
-            if path != "/proc/meminfo" and os.access(path, os.R_OK):
-                mount(src=self._view_file(path.removeprefix("/proc/").replace("/", "-"), content), dst=path,
-                      is_bind=True, nosuid=True, nodev=True)  # fmt: skip
+        # /proc of the jail's PID namespace, read-only, its pid directories only (_paths.PROC_OPTIONS);
+        # hidepid=2 hides the init from the program (a non-dumpable process is invisible even to its
+        # own uid), so a run sees only its own
+        mount(dst="/proc", fstype="proc", options=_paths.PROC_OPTIONS, nosuid=True, nodev=True, noexec=True)
         mount(src=self._share, dst="/sbx", is_bind=True, nosuid=True, nodev=True)
         if not any(m.dst == "/tmp" or m.dst.startswith("/tmp/") for m in jail):
             mount(src="/sandbox", dst="/tmp", is_symlink=True)  # /tmp is the run's own work dir
         return "\n".join(lines) + "\n"
-
-    def _view_file(self, name: str, content: bytes) -> str:
-        """A file of the jails' /proc views (see ``__init__``), written once, read-only for all."""
-        path = os.path.join(self._views, name)
-        with self._views_lock:
-            if not os.path.exists(path):
-                tmp = path + ".new"
-                with open(tmp, "wb") as fh:
-                    fh.write(content)
-                os.chmod(tmp, 0o444)
-                os.rename(tmp, path)
-        return path
 
     def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
                  code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
@@ -531,8 +513,6 @@ class NsjailBackend:
             parent = os.path.relpath(run_cgroup, CGROUP_V1_MEMORY)
             cmd += ["--cgroup_mem_max", str((limits.memory_mb + 64) * 2**20), "--cgroup_mem_parent", parent]
         # (born in the run's cgroup: nsjail was started inside it, see _Slot)
-        meminfo = _paths.proc_views(limits.memory_mb, self._cpus)["/proc/meminfo"]
-        cmd += ["-R", self._view_file(f"meminfo-{limits.memory_mb}", meminfo) + ":/proc/meminfo"]  # after /proc
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),

@@ -21,86 +21,39 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from importlib.metadata import Distribution
 
-# The files of a jail's /proc that tell the host itself (its kernel command line, the id of this
-# boot, how long it has been up, its load): each jail binds /dev/null over them, read-only and
-# ``nodev``, so a run cannot open them (``EACCES``).
 # Files (and hard links, which tmpfs charges as inodes) on each tmpfs of a run: each holds kernel
 # memory outside every process (an inode and a dentry, ~1 KiB; the monitor counts them where no
 # cgroup does), so a million empty files or links cannot hold a GiB
 RUN_TMPFS_INODES = 16384
-# The /proc views that depend on a run's limits, bound per run (the others, once per slot where
-# the runs share the slot's /proc)
-PROC_VIEWS_PER_RUN = ("/proc/meminfo",)
-PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime", "/proc/loadavg")
 
-# The files of a jail's /proc whose figures are the whole machine's and move when anything on it
-# (another run, concurrent or earlier) allocates, forks, runs, opens files or does I/O: a channel
-# between runs and a view of the host. Each jail binds, read-only, a file of the run's own view over them
-# (``proc_views``): /proc/meminfo says the run's memory limit, /proc/stat the CPUs the run may use
-# with counters that never move; the others are constant. A path the kernel lacks (/proc/pressure
-# without PSI, /proc/schedstat without schedstats) is skipped. What stays the host's: the
-# ``sysinfo`` call (total and free RAM, load, uptime, process count; glibc's
-# ``sysconf(_SC_PHYS_PAGES)`` and ``os.getloadavg()`` read it, and a refused call would leave them
-# garbage: glibc ignores its error), and /proc/cpuinfo (the hardware, its "cpu MHz" lines).
-PROC_VIEW_PATHS = ("/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo",
-                   "/proc/slabinfo", "/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io",
-                   "/proc/pressure/irq", "/proc/schedstat", "/proc/diskstats", "/proc/interrupts",
-                   "/proc/softirqs", "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr",
-                   "/proc/sys/fs/dentry-state")  # fmt: skip
+# A jail's /proc (both backends, a slot's and a forking run's own): procfs of the jail's PID
+# namespace with only its process directories, ``self`` and ``thread-self`` (``subset=pid``): no
+# file with the whole machine's figures (meminfo, stat, cpuinfo, vmstat, pressure, sys/...) or that
+# tells the host itself (cmdline, uptime, loadavg, boot_id, version), so none is a channel between
+# runs or a view of the host, and one mount serves (no mask or view bound over each file).
+# ``hidepid=2``: a process of another uid (the root-owned monitor, init, waiting children) is
+# invisible. Glibc counts CPUs (``os.cpu_count()``) from the affinity mask when /proc/stat and /sys
+# are absent: the run's CPUs. What a program still learns of the machine goes through syscalls
+# (``sysinfo``: see the seccomp module).
+PROC_OPTIONS = "hidepid=2,subset=pid"
+PROC_SUBSET_KERNEL = "5.8"  # the first Linux with subset=pid; older kernels refuse it (EINVAL)
 # What ``code-env info`` says of a jail's /proc ("proc"), and of weak mode's, which is the host's own.
-PROC_NOTE = ("own pid namespace, hidepid=2; the host's command line, boot id, uptime and load cannot be "
-             "opened; meminfo (the run's memory limit), stat (the run's CPUs, counters at zero), vmstat, "
-             "zoneinfo, buddyinfo, slabinfo, pressure, schedstat, diskstats, interrupts, softirqs and "
-             "sys/fs/{file-nr,inode-nr,dentry-state} are the run's own constant view; the sysinfo call and "
-             "cpuinfo stay the host's")
+PROC_NOTE = ("own pid namespace, hidepid=2, subset=pid: only the run's own processes, self and thread-self; "
+             "no global file (meminfo, stat, cpuinfo, cmdline, uptime, loadavg, sys/, pressure/...) exists; "
+             "os.cpu_count() is the run's CPUs (the affinity mask); sysinfo: see the seccomp module")
 WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo and the sysinfo call: total, "
                   "free, available), its CPU counters, boot time, processes forked and context switches "
                   "(/proc/stat), load, uptime, kernel command line, boot id, memory and I/O pressure, disk, "
                   "interrupt, VM and open-file statistics, every process of your user; all of it moved by other runs")
-PROC_VIEW_BTIME = 946684800  # /proc/stat's boot time: 2000-01-01, the same in every run
-_PRESSURE = b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-_MEMINFO_ZERO = ("Buffers", "Cached", "SwapCached", "Active", "Inactive", "Active(anon)", "Inactive(anon)",
-                 "Active(file)", "Inactive(file)", "Unevictable", "Mlocked", "SwapTotal", "SwapFree", "Zswap",
-                 "Zswapped", "Dirty", "Writeback", "AnonPages", "Mapped", "Shmem", "KReclaimable", "Slab",
-                 "SReclaimable", "SUnreclaim", "KernelStack", "PageTables", "SecPageTables", "NFS_Unstable",
-                 "Bounce", "WritebackTmp")  # fmt: skip
 
 
-def proc_views(memory_mb: int, cpus: Iterable[int]) -> dict[str, bytes]:
-    """The content of each of ``PROC_VIEW_PATHS`` in a run's jail, from its limits alone:
-    ``memory_mb`` is MemTotal, MemFree and MemAvailable of /proc/meminfo (a program sizing its
-    buffers by them sizes them by its own limit), ``cpus`` the CPU numbers /proc/stat lists
-    (glibc's ``get_nprocs``, hence ``os.cpu_count()``, counts them there: the jail has no /sys),
-    every counter zero and the boot time ``PROC_VIEW_BTIME``. The rest: constant (/proc/pressure
-    and /proc/sys/fs's counts of open files, inodes and dentries, all zero) or empty."""
-    kb = memory_mb * 1024
-
-    def line(key: str, value: int, unit: str = " kB") -> str:
-        return f"{key + ':':<16}{value:>8}{unit}\n"
-
-    meminfo = [line("MemTotal", kb), line("MemFree", kb), line("MemAvailable", kb)]
-    meminfo += [line(key, 0) for key in _MEMINFO_ZERO]
-    meminfo += [line("CommitLimit", kb), line("Committed_AS", 0), line("VmallocTotal", 0), line("VmallocUsed", 0),
-                line("VmallocChunk", 0), line("Percpu", 0), line("HardwareCorrupted", 0),
-                line("AnonHugePages", 0), line("ShmemHugePages", 0), line("ShmemPmdMapped", 0),
-                line("FileHugePages", 0), line("FilePmdMapped", 0)]  # fmt: skip
-    meminfo += [line(key, 0, "") for key in ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp")]
-    meminfo += [line("Hugepagesize", 2048), line("Hugetlb", 0)]
-    zeros = " 0" * 10
-    stat = [f"cpu {zeros}\n", *(f"cpu{n}{zeros}\n" for n in sorted(cpus))]
-    stat += ["intr 0\n", "ctxt 0\n", f"btime {PROC_VIEW_BTIME}\n", "processes 0\n", "procs_running 1\n",
-             "procs_blocked 0\n", "softirq 0" + " 0" * 10 + "\n"]  # fmt: skip
-    views = dict.fromkeys(PROC_VIEW_PATHS, b"")
-    views["/proc/meminfo"] = "".join(meminfo).encode()
-    views["/proc/stat"] = "".join(stat).encode()
-    for path in PROC_VIEW_PATHS:
-        if path.startswith("/proc/pressure/"):
-            views[path] = _PRESSURE
-    # the machine's open files, inodes and dentries (another run moves them by opening files)
-    views["/proc/sys/fs/file-nr"] = b"0\t0\t0\n"
-    views["/proc/sys/fs/inode-nr"] = b"0\t0\n"
-    views["/proc/sys/fs/dentry-state"] = b"0\t0\t0\t0\t0\t0\n"
-    return views
+def proc_subset_refused(release: str, options: str | None = None) -> str:
+    """Why a jail cannot be built where the kernel (``release``: ``os.uname().release``) refused to
+    mount its /proc with ``options`` (``PROC_OPTIONS``; EINVAL): the sandbox fails closed rather
+    than show the host's /proc."""
+    return (f"the kernel ({release}) refuses to mount a jail's /proc with {options or PROC_OPTIONS!r}: "
+            f"subset=pid needs Linux >= {PROC_SUBSET_KERNEL}, and without it a jail would show the host's "
+            "global /proc files")
 
 
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")

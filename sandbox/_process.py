@@ -118,6 +118,7 @@ class _Slot:
             "preload": list(self.preload),
             "isolation": self.isolation,
             "mounts": [list(m) for m in _paths.jail_mounts(self.allowed_packages)],
+            "proc_options": _paths.PROC_OPTIONS,
         }
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
@@ -135,6 +136,10 @@ class _Slot:
         hello = self._recv(time.monotonic() + START_TIMEOUT_S)
         if hello.get("isolation_unavailable"):
             self.stop()
+            if hello.get("proc_refused"):
+                raise IsolationUnavailableError(
+                    "process", _paths.proc_subset_refused(os.uname().release, _paths.PROC_OPTIONS), kernel=hello["isolation_unavailable"]
+                )
             raise IsolationUnavailableError("process", hello["isolation_unavailable"])
         if not hello.get("ready"):
             self.stop()

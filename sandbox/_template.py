@@ -146,6 +146,7 @@ class Template:
         self.own_pidns = own_pidns
         self.weak: bool = cfg.get("isolation") == "weak"
         self.weak_parent: str = cfg["root_dir"]
+        self.proc_options: str = cfg["proc_options"]  # a forking run's own /proc (_private_setup)
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
 
@@ -264,52 +265,20 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
     once the child is in the run's cgroup, its root: ``/proc/self/cgroup`` says ``/``, not the
     host's cgroup path (which names the machine's service and the slot's uid)."""
     _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC | _linux.CLONE_NEWCGROUP)
-    # the views bound below (a page each, see _proc_views): all of them over a /proc of its own,
-    # else those the slot's do not have
-    bound = _paths.PROC_VIEW_PATHS if wrapped else _paths.PROC_VIEWS_PER_RUN
-    views = len(bound) * os.sysconf("SC_PAGE_SIZE")
     _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb'] * 2**20 + views},nr_inodes={_paths.RUN_TMPFS_INODES},mode=0755")  # fmt: skip
+                 f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES},mode=0755")  # fmt: skip
     for d in (WORKDIR, SHMDIR):
         os.mkdir(d, 0o700)
         if t.uid_switch:
             os.chown(d, t.uid, t.gid)
     if wrapped:
-        # PID 1 of the run's own namespace: its /proc shows the run and nothing else
-        _linux.mount("proc", "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
-                     | _linux.MS_RDONLY, "hidepid=2")  # fmt: skip
-        for path in _paths.PROC_MASKS:  # as in the slot's /proc
-            _linux.mask(path)
-    _proc_views(spec, bound)  # the slot's /proc has the others (_zygote.setup_root)
+        # PID 1 of the run's own namespace: its /proc shows the run and nothing else (its pid
+        # directories, as the slot's: _zygote.setup_root)
+        _linux.mount_proc("/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY,
+                          t.proc_options)  # fmt: skip
     if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
         _private_tmp(spec)
     os.chdir(WORKDIR)
-
-
-def _proc_views(spec: dict[str, Any], paths: tuple[str, ...]) -> None:
-    """Bind the run's own view (``_paths.proc_views``: its memory limit, its CPUs, counters that
-    never move) over those of ``paths``, /proc files that show the whole machine, in the run's
-    mount namespace (over the slot's /proc or the run's own). Each is written to the run's tmpfs
-    (its size has a page more for each, so the program's disk stays its limit). (Not a tmpfs of
-    their own: detaching it once bound would cost each run an RCU grace period.)"""
-    views = _paths.proc_views(spec["memory_mb"], os.sched_getaffinity(0))
-    bind_views({p: views[p] for p in paths}, WORK_PARENT + "/.proc-view")
-
-
-def bind_views(views: dict[str, bytes], src: str, root: str = "") -> None:
-    """Bind each of ``views`` (path: content) read-only over ``root + path``, where the kernel has
-    that file (a kernel without PSI, schedstats...): written to ``src`` first, unlinked once bound,
-    so the bind is the only name left."""
-    for path, content in views.items():
-        if not os.path.exists(root + path):
-            continue
-        fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
-        try:
-            os.write(fd, content)
-        finally:
-            os.close(fd)
-        _linux.bind_ro(src, root + path)
-        os.unlink(src)
 
 
 def _private_tmp(spec: dict[str, Any]) -> None:

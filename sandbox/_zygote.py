@@ -23,9 +23,9 @@ One worker per slot, in three roles, so that no process that forks runs ever hel
 At start-up the worker isolates itself once: (as a normal user: a user namespace,) mount, network,
 IPC, UTS and PID namespaces for the slot, a private read-only root holding only the allowlisted
 host paths (``_paths.jail_mounts``), and a ``/proc`` of the slot's own PID namespace (the monitor
-is its PID 1), read-only, ``hidepid=2``, its files that tell the host itself (``_paths.PROC_MASKS``)
-masked; each run child binds its own view over the files with the whole machine's figures
-(``_paths.proc_views``).
+is its PID 1), read-only, ``hidepid=2,subset=pid`` (``_paths.PROC_OPTIONS``): its process
+directories, ``self`` and ``thread-self``, no file with the machine's figures or the host's
+identity. A kernel that refuses ``subset=pid`` (before Linux 5.8) fails the worker closed.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ from _template import (
     Cgroup,
     Template,
     _read_exact,
-    bind_views,
     has_init,
     weak_workdir,
 )
@@ -159,14 +158,8 @@ def setup_root(cfg: dict[str, Any]) -> None:
                          ("shm", SHMDIR)):  # fmt: skip
         os.symlink(target, root + "/dev/" + name)
     os.makedirs(root + "/proc", exist_ok=True)
-    _linux.mount("proc", root + "/proc", "proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")
-    for path in _paths.PROC_MASKS:  # what would tell the host itself
-        _linux.mask(root + path)
-    # the run's own view of the files with the machine's figures (``_template._proc_views``): the
-    # ones no limit changes bound once here, for every run whose /proc is the slot's (meminfo, the
-    # run's memory limit, is bound per run: a mount onto a view whose source is unlinked fails)
-    views = _paths.proc_views(cfg["default_limits"]["memory_mb"], os.sched_getaffinity(0))
-    bind_views({p: c for p, c in views.items() if p not in _paths.PROC_VIEWS_PER_RUN}, root + "/.proc-view", root)
+    # the pid directories only (``_paths.PROC_OPTIONS``): no global file to mask or replace
+    _linux.mount_proc(root + "/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, cfg["proc_options"])
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
@@ -179,7 +172,7 @@ def setup_root(cfg: dict[str, Any]) -> None:
     _linux.mount(None, "/", None, _ro_flags())
     try:  # read-only where the kernel allows it
         _linux.mount(None, "/proc", None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID
-                     | _linux.MS_NODEV | _linux.MS_NOEXEC, "hidepid=2")  # fmt: skip
+                     | _linux.MS_NODEV | _linux.MS_NOEXEC, cfg["proc_options"])  # fmt: skip
     except OSError:
         pass
 
@@ -503,7 +496,11 @@ def serve() -> None:
         info["uid_switch"] = privileged
         worker = Worker(cfg, info)  # opens the cgroups while the host's filesystem is in reach
         if not weak:
-            setup_root(cfg)
+            try:
+                setup_root(cfg)
+            except _linux.ProcOptionsRefused as exc:
+                _send(resp_fd, {"ready": False, "isolation_unavailable": str(exc), "proc_refused": True})
+                return
             info["private_root"] = True
             info["proc"] = _paths.PROC_NOTE
         else:

@@ -7,8 +7,9 @@ Hierarchy::
     ├── BackendUnavailableError           a backend that exists but cannot run on this machine
     │   │                                 (missing binary, missing kernel feature); says how to fix it
     │   └── IsolationUnavailableError     the kernel refuses the namespaces a run needs (not root and
-    │                                     no unprivileged user namespaces): fails closed, names the
-    │                                     ways out (root, user namespaces, or isolation="weak")
+    │                                     no unprivileged user namespaces) or the jail's /proc
+    │                                     (subset=pid, Linux < 5.8): fails closed, names the ways out
+    │                                     (root, user namespaces, a newer kernel, or isolation="weak")
     ├── CgroupUnusableError               ``$CODE_ENV_CGROUP`` names a cgroup this user cannot use
     │                                     (the path, and the permission or controller it lacks)
     └── SandboxClosedError                ``run`` on a sandbox that was closed
@@ -68,15 +69,17 @@ class SandboxClosedError(SandboxError):
 
 
 class IsolationUnavailableError(BackendUnavailableError):
-    """The kernel cannot isolate runs here (not root, and unprivileged user namespaces are off)."""
+    """The kernel cannot isolate runs here: not root and unprivileged user namespaces are off, or
+    (``kernel`` given: the kernel's own words) it is too old for the jail's /proc (``subset=pid``,
+    Linux >= 5.8), which nothing but another kernel fixes."""
 
-    def __init__(self, backend: str, cause: str) -> None:
+    def __init__(self, backend: str, cause: str, *, kernel: str | None = None) -> None:
         self.cause = cause
-        super().__init__(
-            backend,
-            f"cannot isolate runs: {cause}. Either run as root, or enable unprivileged user namespaces "
-            "(sysctl user.max_user_namespaces > 0; on Debian/Ubuntu also kernel.unprivileged_userns_clone=1, "
-            "or the AppArmor restriction kernel.apparmor_restrict_unprivileged_userns=0), or accept weak "
-            "isolation by name: "
-            + ("Sandbox(isolation='weak')" if backend == "process" else "Sandbox(backend='process', isolation='weak')"),
-        )
+        weak = "Sandbox(isolation='weak')" if backend == "process" else "Sandbox(backend='process', isolation='weak')"
+        if kernel is not None:
+            fix = f" ({kernel}). Run on a newer kernel, or accept weak isolation (the host's /proc) by name: {weak}"
+        else:
+            fix = (". Either run as root, or enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0; "
+                   "on Debian/Ubuntu also kernel.unprivileged_userns_clone=1, or the AppArmor restriction "
+                   f"kernel.apparmor_restrict_unprivileged_userns=0), or accept weak isolation by name: {weak}")
+        super().__init__(backend, f"cannot isolate runs: {cause}{fix}")
