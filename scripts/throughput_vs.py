@@ -11,10 +11,10 @@ Two long-lived processes, one per tree, each import their own tree's ``sandbox``
 round; the rounds alternate (old new, new old, ...) so that a drift of the machine's load hits both
 alike. Per round: the wall time of the batch and the CPU time (user + system, reaped children
 included) of the process's whole tree (host process, workers, their runs; nsjail's processes)
-read from the host's /proc before and after. Reported: the median of the per-round ratios new/old
-of wall time with their interquartile range, and each tree's median CPU per run, as root and (when
-started as root) as uid 65534 (``tests._nobody``, the user-namespace path); the load average
-before and after. Writes ``benchmarks/results/throughput_vs_<rev>.md``.
+read from the host's /proc before and after. Reported: the medians of the per-round ratios
+new/old of wall time and of CPU time, with their interquartile ranges, and each tree's median CPU
+per run, as root and (when started as root) as uid 65534 (``tests._nobody``, the user-namespace
+path); the load average before and after. Writes ``benchmarks/results/throughput_vs_<rev>.md``.
 
 The machine may be shared: read the spread and the load before the median. An IQR that holds 1.05
 is no evidence either way; run more rounds.
@@ -117,6 +117,9 @@ class Outcome:
     ratio_median: float
     ratio_q1: float
     ratio_q3: float
+    cpu_ratio_median: float
+    cpu_ratio_q1: float
+    cpu_ratio_q3: float
     wall_ms_old: float
     wall_ms_new: float
     cpu_ms_old: float
@@ -187,10 +190,12 @@ def compare(old_tree: Path, args: argparse.Namespace, user: str) -> Outcome:
     label = user if user == "nobody" or os.geteuid() == 0 else f"uid {os.geteuid()}"
     ratios = [n / o for n, o in zip(new.wall_s, old.wall_s, strict=True)]
     q1, _, q3 = statistics.quantiles(ratios, n=4)
+    cpu_ratios = [n / o for n, o in zip(new.cpu_s, old.cpu_s, strict=True) if o > 0]
+    c1, _, c3 = statistics.quantiles(cpu_ratios, n=4)
     per_run = 1000 / args.programs
     return Outcome(
         user=label, rounds=args.rounds, programs=args.programs, ratio_median=statistics.median(ratios), ratio_q1=q1,
-        ratio_q3=q3, wall_ms_old=statistics.median(old.wall_s) * per_run, wall_ms_new=statistics.median(new.wall_s) * per_run,
+        ratio_q3=q3, cpu_ratio_median=statistics.median(cpu_ratios), cpu_ratio_q1=c1, cpu_ratio_q3=c3, wall_ms_old=statistics.median(old.wall_s) * per_run, wall_ms_new=statistics.median(new.wall_s) * per_run,
         cpu_ms_old=statistics.median(old.cpu_s) * per_run, cpu_ms_new=statistics.median(new.cpu_s) * per_run,
         load_before=load_before, load_after=load_after,
     )  # fmt: skip
@@ -208,15 +213,16 @@ def table(rev: str, new: str, args: argparse.Namespace, outcomes: list[Outcome])
     lines = [
         f"`run_many` of {args.programs} × `print(1)`, `Sandbox({args.backend!r}, workers={args.workers})`, "
         f"{args.rounds} alternating rounds; old = `{rev}`, new = `{new}`; {os.cpu_count()} CPUs. "
-        "Ratio: new/old wall time per round (median, IQR). CPU: the whole process tree's user+system "
-        "time per run (median over rounds).",
+        "Ratios: new/old per round (median, IQR) of the wall time and of the CPU time of each tree's whole "
+        "process tree (user + system); per run: medians over rounds.",
         "",
-        "| user | new/old wall (median) | IQR | wall/run old → new | CPU/run old → new | load before → after |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| user | new/old wall (median) | IQR | new/old CPU (median) | IQR | wall/run old → new | CPU/run old → new | load before → after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for o in outcomes:
         lines.append(
             f"| {o.user} | {o.ratio_median:.3f} | {o.ratio_q1:.3f}–{o.ratio_q3:.3f} | "
+            f"{o.cpu_ratio_median:.3f} | {o.cpu_ratio_q1:.3f}–{o.cpu_ratio_q3:.3f} | "
             f"{o.wall_ms_old:.2f} → {o.wall_ms_new:.2f} ms | {o.cpu_ms_old:.2f} → {o.cpu_ms_new:.2f} ms | "
             f"{' '.join(f'{x:.2f}' for x in o.load_before)} → {' '.join(f'{x:.2f}' for x in o.load_after)} |"
         )
