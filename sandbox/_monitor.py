@@ -627,7 +627,8 @@ NOTIF_SIZE = 80  # struct seccomp_notif: id, pid, flags, struct seccomp_data (nr
 NOTIF_RESP = struct.Struct("=QqiI")  # struct seccomp_notif_resp: id, val, error, flags
 SECCOMP_IOCTL_NOTIF_RECV = _ioc(3, 0, NOTIF_SIZE)
 SECCOMP_IOCTL_NOTIF_SEND = _ioc(3, 1, NOTIF_RESP.size)
-SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(1, 2, 8)
+# _IOR, as Linux < 5.17 spelled it (later kernels take that and the corrected _IOW alike)
+SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(2, 2, 8)
 
 
 def answer_sysinfo(listener: int, reply: bytes, proc: int | None = None) -> None:
