@@ -38,10 +38,9 @@ PROC_MASKS = ("/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/uptime"
 # between runs and a view of the host. Each jail binds, read-only, a file of the run's own view over them
 # (``proc_views``): /proc/meminfo says the run's memory limit, /proc/stat the CPUs the run may use
 # with counters that never move; the others are constant. A path the kernel lacks (/proc/pressure
-# without PSI, /proc/schedstat without schedstats) is skipped. What stays the host's: the
-# ``sysinfo`` call (total and free RAM, load, uptime, process count; glibc's
-# ``sysconf(_SC_PHYS_PAGES)`` and ``os.getloadavg()`` read it, and a refused call would leave them
-# garbage: glibc ignores its error), and /proc/cpuinfo (the hardware, its "cpu MHz" lines).
+# without PSI, /proc/schedstat without schedstats) is skipped. The ``sysinfo`` call answers the
+# same view (the monitor answers it, see ``_seccomp``) where the kernel can. What stays the host's:
+# /proc/cpuinfo (the hardware, its "cpu MHz" lines).
 PROC_VIEW_PATHS = ("/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo",
                    "/proc/slabinfo", "/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io",
                    "/proc/pressure/irq", "/proc/schedstat", "/proc/diskstats", "/proc/interrupts",
@@ -51,10 +50,10 @@ PROC_VIEW_PATHS = ("/proc/meminfo", "/proc/stat", "/proc/vmstat", "/proc/zoneinf
 PROC_NOTE = ("own pid namespace, hidepid=2; the host's command line, boot id, uptime and load cannot be "
              "opened; meminfo (the run's memory limit), stat (the run's CPUs, counters at zero), vmstat, "
              "zoneinfo, buddyinfo, slabinfo, pressure, schedstat, diskstats, interrupts, softirqs and "
-             "sys/fs/{file-nr,inode-nr,dentry-state} are the run's own constant view; the sysinfo call and "
-             "cpuinfo stay the host's")
-WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo and the sysinfo call: total, "
-                  "free, available), its CPU counters, boot time, processes forked and context switches "
+             "sys/fs/{file-nr,inode-nr,dentry-state} are the run's own constant view, and so is the sysinfo call "
+             "where the kernel has seccomp user notification (see \"sysinfo\"); cpuinfo stays the host's")
+WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo: total, free, available; the "
+                  "sysinfo call is the run's own view where the kernel can), its CPU counters, boot time, processes forked and context switches "
                   "(/proc/stat), load, uptime, kernel command line, boot id, memory and I/O pressure, disk, "
                   "interrupt, VM and open-file statistics, every process of your user; all of it moved by other runs")
 PROC_VIEW_BTIME = 946684800  # /proc/stat's boot time: 2000-01-01, the same in every run
