@@ -577,8 +577,8 @@ def test_a_run_sizes_itself_by_its_own_limit(backend: str) -> None:
     """MemTotal and MemAvailable are the run's memory limit; what programs read to size
     themselves still works: ``os.cpu_count()`` and ``multiprocessing.cpu_count()`` count the CPUs
     the run may use (from /proc/stat: the jail has no /sys), numpy imports, and
-    ``sysconf(_SC_PHYS_PAGES)`` is the host's (glibc asks the ``sysinfo`` call, which stays
-    allowed: refused, glibc would return whatever its stack held)."""
+    ``sysconf(_SC_PHYS_PAGES)`` is the limit too (glibc asks the ``sysinfo`` call, which the
+    monitor answers: tests/test_sysinfo.py)."""
     code = (
         "import json, multiprocessing, os\nimport numpy\n"
         "mem = dict(line.split(':') for line in open('/proc/meminfo'))\n"
@@ -591,7 +591,7 @@ def test_a_run_sizes_itself_by_its_own_limit(backend: str) -> None:
     seen = json.loads(res.stdout)
     cpus = len(os.sched_getaffinity(0))
     assert seen == {"total": [str(200 * 1024), "kB"], "available": [str(200 * 1024), "kB"], "cpus": cpus,
-                    "mp": cpus, "pages": os.sysconf("SC_PHYS_PAGES"), "numpy": 6.0}  # fmt: skip
+                    "mp": cpus, "pages": (200 << 20) // os.sysconf("SC_PAGE_SIZE"), "numpy": 6.0}  # fmt: skip
 
 
 def test_weak_mode_says_its_proc_is_the_hosts() -> None:
