@@ -272,3 +272,23 @@ def test_sysinfo_is_the_runs_own_view_as_a_normal_user(backend: str, isolation: 
     out = as_user([sys.executable, "-c", code], tmp=nobody_tmp, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     check(json.loads(out.stdout.strip().splitlines()[-1]), isolation)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_where_the_kernel_cannot_sysinfo_is_the_hosts_and_nothing_waits(backend: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without seccomp user notification (or, for nsjail, ``pidfd_getfd``): no layer, the
+    call is the host's, ``isolation`` says so, and a program calling it gets its answer."""
+    from sandbox import _monitor, _process, _seccomp
+
+    if backend == "process":
+        filters = _process.seccomp_filters
+        monkeypatch.setattr(_process, "seccomp_filters",
+                            lambda: {k: v for k, v in filters().items() if k != _seccomp.LISTENER_VARIANT})  # fmt: skip
+    else:
+        monkeypatch.setattr(_monitor, "listener_available", lambda: "no seccomp user notification (a test)")
+    with Sandbox(backend=backend, workers=1) as sb:
+        assert str(sb.isolation.get("sysinfo")).startswith("the host's ("), sb.isolation.get("sysinfo")
+        res = sb.run(VIEW, limits=Limits(memory_mb=MEMORY_MB, timeout_s=10))
+    assert res.exit_code == 0 and res.sandbox_error is None, res
+    assert json.loads(res.stdout)["bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
