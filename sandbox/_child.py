@@ -3,7 +3,7 @@
 Standard library only, and importable as a plain file: the process backend calls it in a forked
 child of its warm worker; the nsjail backend runs this file as a script inside the jail, where it
 is the PID namespace's init and forks the program (``main``:
-``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES``).
+``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE``).
 
 The program runs as ``__main__`` of a fresh module in this interpreter, as ``python solution.py``
 would run it: same exit codes, same tracebacks (with source lines), ``SystemExit`` semantics,
@@ -91,6 +91,34 @@ class SeccompProgram:
         if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._ref, 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"loading the seccomp filter failed: {os.strerror(err)}")
+
+
+# The ``seccomp`` system call's number (glibc has no wrapper) on the machines whose ioctl numbers
+# have the generic layout (``_monitor``'s listener ioctls); elsewhere no listener, see ``_seccomp``.
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277, "riscv64": 277, "loongarch64": 277, "s390x": 348}
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 8
+EACCES = 13
+
+
+def install_listener(bpf: bytes) -> int:
+    """Load ``bpf`` (``_seccomp``'s sysinfo layer) into this process with a user-notification
+    listener, and return the listener's fd. Without ``CAP_SYS_ADMIN`` in our user namespace the
+    kernel wants ``no_new_privs`` first (harmless here: nothing of ours gains privileges by exec)."""
+    nr = _SYS_SECCOMP.get(os.uname().machine)
+    if nr is None:
+        raise OSError(38, f"no seccomp listener on {os.uname().machine}")
+    program = SeccompProgram(bpf)
+    for attempt in range(2):
+        fd = _libc.syscall(ctypes.c_long(nr), SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, program._ref)
+        if fd >= 0:
+            os.set_inheritable(fd, False)
+            return int(fd)
+        err = ctypes.get_errno()
+        if err != EACCES or attempt:
+            raise OSError(err, f"loading the seccomp listener failed: {os.strerror(err)}")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    raise AssertionError("unreachable")
 
 
 def set_process_name(name: str) -> None:
@@ -297,11 +325,15 @@ def exit_now(status: int) -> None:
 def main(argv: list[str]) -> None:
     """nsjail's command: the init (PID 1) of the jail's PID namespace, which runs no untrusted code.
 
-    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES``. The init reads the program from
+    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE``. The init reads the program from
     CODE_FD (a memfd: no run's code is ever on a path another jail could see) and the seccomp filter
     from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
     ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
-    the program as PID 2, then only reaps. The program's process makes OUT_FD and ERR_FD its stdout
+    the program as PID 2, then only reaps. Unless LISTENER_FILE is ``-``, the init loads that
+    filter (``_seccomp``'s sysinfo layer) before the fork, with a listener it moves to CODE_FD's
+    number and holds until it exits: the host's monitor takes a copy of it (``pidfd_getfd``) once
+    the program says "R", and answers the run's ``sysinfo`` calls; the program closes its copy before
+    it runs. The program's process makes OUT_FD and ERR_FD its stdout
     and stderr, sets its rlimits (``limit_program``: the files it writes at most FILE_BYTES, only now that
     the init wrote the program's source), drops every capability it might hold (nsjail has dropped them all, as root and in a
     user namespace: this stays true if that ever changes), loads the filter and says "R" on
@@ -317,6 +349,8 @@ def main(argv: list[str]) -> None:
     """
     code_fd, filter_path, seed = int(argv[1]), argv[2], int(argv[3])
     out_fd, err_fd, status_fd, file_bytes = int(argv[4]), int(argv[5]), int(argv[6]), int(argv[7])
+    listener_path = argv[8] if len(argv) > 8 else "-"
+    listener = -1
     try:
         prctl(PR_SET_DUMPABLE, 0)
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # Python's one handler: an init needs none
@@ -330,13 +364,22 @@ def main(argv: list[str]) -> None:
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
         prepare_interpreter(workdir)
         write_source(code, workdir)
+        if listener_path != "-":
+            # the sysinfo layer, for us and the program: the listener where CODE_FD was (the host
+            # takes it from there), ours to hold until we exit; the program closes its copy
+            with open(listener_path, "rb") as fh:
+                fd = install_listener(fh.read())
+            listener = code_fd
+            if fd != code_fd:  # (it is, where CODE_FD was the lowest free number)
+                os.dup2(fd, code_fd)
+                os.close(fd)
         pid = os.fork()
     except BaseException as exc:  # reported, then this jail ends
         _say(status_fd, f"Esandbox init: {type(exc).__name__}: {exc}")
         exit_now(SETUP_FAILED)
     if pid == 0:
         set_process_name(name)  # what `python solution.py` would show
-        _start_program(code, seed, program, out_fd, err_fd, status_fd, file_bytes)
+        _start_program(code, seed, program, out_fd, err_fd, status_fd, file_bytes, listener)
     for fd in (0, 1, 2, out_fd, err_fd):  # the program's streams are the program's alone
         try:
             os.close(fd)
@@ -378,9 +421,11 @@ def _say(fd: int, message: str) -> None:
 
 
 def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, err_fd: int, status_fd: int,
-                   file_bytes: int) -> None:
+                   file_bytes: int, listener: int = -1) -> None:
     """In the forked child (PID 2): become the program's process and run it; never returns."""
     try:
+        if listener >= 0:
+            os.close(listener)  # the init's to hold: never the program's
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.close(out_fd)

@@ -9,7 +9,9 @@ handlers, no threads, so it works from any caller.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import fcntl
 import math
 import os
 import select
@@ -78,7 +80,8 @@ class Watch:
                  kill_on_overflow: bool, status_fd: int | None = None, kill: Any = None,
                  cpu_probe: Any = None, delay_probe: Any = None, on_start: Any = None, reap: Any = None,
                  init_report: bool = False, memory_probe: Any = None, memory_limit_bytes: int = 0,
-                 max_wall_s: float | None = None) -> None:  # fmt: skip
+                 max_wall_s: float | None = None, listener: int | None = None, take_listener: Any = None,
+                 sysinfo: bytes = b"", proc_fd: int | None = None) -> None:  # fmt: skip
         self.pid = pid
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
@@ -100,6 +103,13 @@ class Watch:
         self.memory_limit_bytes = memory_limit_bytes
         # the wall clock's hard stop (see MAX_WALL_FACTOR); None: ``timeout_s``, never moved
         self.max_wall_s = max_wall_s
+        # the seccomp listener whose ``sysinfo`` notifications the monitor answers with ``sysinfo``
+        # (``sysinfo_reply``): held by the caller (``listener``, left open), or taken once the run is
+        # set up (``take_listener()``: an fd the monitor closes, None when the run is already gone)
+        self.listener = listener
+        self.take_listener = take_listener
+        self.sysinfo = sysinfo
+        self.proc_fd = proc_fd  # the /proc to write the answer through (see answer_sysinfo)
 
 
 def _wait4(pid: int) -> tuple[int, float, int]:
@@ -420,6 +430,10 @@ def watch(w: Watch) -> Outcome:
         else:
             poller.register(stdin_fd, select.POLLOUT)
     poller.register(pidfd, select.POLLIN)
+    listener = w.listener
+    taken: int | None = None  # a listener the monitor took, and closes
+    if listener is not None:
+        poller.register(listener, select.POLLIN)
     if w.on_start is not None:
         w.on_start()
     delay_before = w.delay_probe() if w.max_wall_s is not None else 0.0  # the set-up's, not the run's
@@ -439,15 +453,34 @@ def watch(w: Watch) -> Outcome:
         return (out.stdout if fds[fd] == "stdout" else out.stderr).feed(chunk)
 
     def take_status(fd: int) -> None:
-        nonlocal status_buf, setup_done
+        nonlocal status_buf, setup_done, listener, taken
         chunk = _read(fd)
         if chunk:
             status_buf += chunk
+            was_done = setup_done
             setup_done = setup_done or status_buf[:1] == b"R"
             if setup_done and w.memory_probe is not None and hasattr(w.memory_probe, "ready"):
                 w.memory_probe.ready = True  # the run's own mounts are in place
+            if setup_done and not was_done and w.take_listener is not None and listener is None:
+                try:
+                    listener = taken = w.take_listener()
+                except OSError as exc:  # the run's sysinfo calls would wait for ever: not the program's fault
+                    out.setup_error = f"the run's seccomp listener could not be taken: {exc}"
+                    out.killed_for = "sandbox"
+                    kill(signal.SIGKILL)
+                if listener is not None:
+                    poller.register(listener, select.POLLIN)
         elif chunk is not None:
             poller.unregister(fd)
+
+    def take_notification(ev: int) -> None:
+        nonlocal listener
+        assert listener is not None
+        if ev & select.POLLIN:
+            answer_sysinfo(listener, w.sysinfo, w.proc_fd)
+        elif ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL):  # no process left under the filter
+            poller.unregister(listener)
+            listener = -1
 
     try:
         ncpu = NCPU
@@ -494,6 +527,8 @@ def watch(w: Watch) -> Outcome:
                     exited = True
                 elif fd == w.status_fd:
                     take_status(fd)
+                elif fd == listener:
+                    take_notification(ev)
                 elif fd == stdin_fd:
                     if ev & (select.POLLERR | select.POLLHUP):
                         poller.unregister(fd)
@@ -514,13 +549,17 @@ def watch(w: Watch) -> Outcome:
         # took its descendants with it) gets a short grace before we stop reading.
         drain_deadline = time.monotonic() + 1.0
         while fds and time.monotonic() < drain_deadline:
-            for fd, _ev in poller.poll(50):
+            for fd, ev in poller.poll(50):
                 if fd in fds:
                     take_output(fd)
                 elif fd == w.status_fd:
                     take_status(fd)
+                elif fd == listener:  # what still runs of it (nothing, with a PID namespace) is answered
+                    take_notification(ev)
     finally:
         os.close(pidfd)
+        if taken is not None:
+            os.close(taken)
         if stdin_fd is not None:
             os.close(stdin_fd)
     out.set_status(status)
@@ -538,6 +577,143 @@ def watch(w: Watch) -> Outcome:
         # else we killed it, for a limit the caller chose (a wall clock or CPU budget shorter than
         # the set-up): that limit's verdict, never a failure of the sandbox
     return out
+
+
+# ----------------------------------------------------------------------------- sysinfo
+
+
+class Sysinfo(ctypes.Structure):
+    """``struct sysinfo`` of this ABI (112 bytes where ``long`` has 64 bits)."""
+
+    _fields_ = [
+        ("uptime", ctypes.c_long),
+        ("loads", ctypes.c_ulong * 3),
+        ("totalram", ctypes.c_ulong),
+        ("freeram", ctypes.c_ulong),
+        ("sharedram", ctypes.c_ulong),
+        ("bufferram", ctypes.c_ulong),
+        ("totalswap", ctypes.c_ulong),
+        ("freeswap", ctypes.c_ulong),
+        ("procs", ctypes.c_ushort),
+        ("pad", ctypes.c_ushort),
+        ("totalhigh", ctypes.c_ulong),
+        ("freehigh", ctypes.c_ulong),
+        ("mem_unit", ctypes.c_uint),
+        ("_f", ctypes.c_char * (20 - 2 * ctypes.sizeof(ctypes.c_long) - ctypes.sizeof(ctypes.c_int))),
+    ]
+
+
+_SYSINFO_REPLIES: dict[int, bytes] = {}
+
+
+def sysinfo_reply(memory_bytes: int) -> bytes:
+    """What a run's ``sysinfo`` call answers: its memory limit as total and free RAM, one process,
+    no load, no swap, no uptime; from the limit alone, so it carries nothing between runs."""
+    reply = _SYSINFO_REPLIES.get(memory_bytes)
+    if reply is None:
+        unit = 1
+        while memory_bytes // unit >= 1 << (8 * ctypes.sizeof(ctypes.c_ulong)):  # a 32-bit long
+            unit *= 2
+        ram = memory_bytes // unit
+        reply = _SYSINFO_REPLIES[memory_bytes] = bytes(Sysinfo(totalram=ram, freeram=ram, procs=1, mem_unit=unit))
+    return reply
+
+
+def _ioc(direction: int, nr: int, size: int) -> int:  # the generic ioctl layout (see _child._SYS_SECCOMP)
+    return direction << 30 | size << 16 | 0x21 << 8 | nr
+
+
+NOTIF_SIZE = 80  # struct seccomp_notif: id, pid, flags, struct seccomp_data (nr, arch, ip, args[6])
+NOTIF_RESP = struct.Struct("=QqiI")  # struct seccomp_notif_resp: id, val, error, flags
+SECCOMP_IOCTL_NOTIF_RECV = _ioc(3, 0, NOTIF_SIZE)
+SECCOMP_IOCTL_NOTIF_SEND = _ioc(3, 1, NOTIF_RESP.size)
+# _IOR, as Linux < 5.17 spelled it (later kernels take that and the corrected _IOW alike)
+SECCOMP_IOCTL_NOTIF_ID_VALID = _ioc(2, 2, 8)
+
+
+def answer_sysinfo(listener: int, reply: bytes, proc: int | None = None) -> None:
+    """Answer one notification of ``listener``: write ``reply`` where the caller's ``sysinfo``
+    points, into the notified process only. The pid in a notification may have died and been
+    reused by then: ``/proc/<pid>/mem`` (in ``proc``, a directory fd of a /proc we may write
+    through, else /proc) is opened first, then the kernel confirms that the
+    notification is still pending (``ID_VALID``: its process is still that pid's), so the open file
+    is that process's memory. A notification whose process died is dropped without a word."""
+    buf = bytearray(NOTIF_SIZE)  # zeroed: the kernel insists
+    try:
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, buf, True)
+    except OSError:  # ENOENT: its process died before we got to it
+        return
+    notif_id, pid = struct.unpack_from("=QI", buf)
+    (address,) = struct.unpack_from("=Q", buf, 32)  # args[0]
+    try:
+        mem = os.open(f"{pid}/mem" if proc is not None else f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC,
+                      dir_fd=proc)
+    except OSError:
+        mem = -1
+    error = -errno.EFAULT
+    try:
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, struct.pack("=Q", notif_id))
+        if mem >= 0 and os.pwrite(mem, reply, address) == len(reply):
+            error = 0
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return  # no longer pending: the process is gone (its pid may be another's now)
+    except (OverflowError, ValueError):  # an address no file offset can hold
+        pass
+    finally:
+        if mem >= 0:
+            os.close(mem)
+    try:
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, NOTIF_RESP.pack(notif_id, 0, error, 0))
+    except OSError:  # it died meanwhile
+        pass
+
+
+_SYS_PIDFD_GETFD = 438  # the same on every architecture but alpha
+
+
+def take_fd(pid: int, fd: int) -> int | None:
+    """A copy of ``pid``'s ``fd`` (``pidfd_getfd``, close-on-exec); None when ``pid`` has exited."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        got = _libc.syscall(ctypes.c_long(_SYS_PIDFD_GETFD), pidfd, fd, 0)
+        if got >= 0:
+            return int(got)
+        err = ctypes.get_errno()
+        if select.select([pidfd], [], [], 0)[0]:  # it exited (its files are gone)
+            return None
+        raise OSError(err, f"pidfd_getfd({pid}, {fd}): {os.strerror(err)}")
+    finally:
+        os.close(pidfd)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def listener_available() -> str | None:
+    """None when this kernel lets the host-side monitor answer a run's ``sysinfo`` (seccomp user
+    notification, Linux 5.0; ``pidfd_getfd``, 5.6, to take a listener from another process), else
+    why not."""
+    if os.uname().machine not in ("x86_64", "aarch64", "riscv64", "loongarch64", "s390x"):
+        return f"no seccomp listener on {os.uname().machine}"
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail") as fh:
+            if "user_notif" not in fh.read().split():
+                return "the kernel has no seccomp user notification (Linux < 5.0)"
+    except OSError:
+        return "the kernel has no seccomp user notification"
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        got = _libc.syscall(ctypes.c_long(_SYS_PIDFD_GETFD), pidfd, pidfd, 0)
+        if got < 0:
+            return f"the kernel has no pidfd_getfd (Linux < 5.6): {os.strerror(ctypes.get_errno())}"
+        os.close(got)
+    finally:
+        os.close(pidfd)
+    return None
 
 
 def wall_deadline_s(timeout_s: float, run_delay_s: float, max_wall_s: float | None) -> float:

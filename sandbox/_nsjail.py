@@ -345,6 +345,11 @@ class NsjailBackend:
                                                                       allow_unix_sockets=True))
                 for fork in (False, True)
             }  # fmt: skip
+            # the sysinfo layer (_seccomp), where the host's monitor can answer it: else the call
+            # stays the host's (see isolation["sysinfo"])
+            self._listener_why = _monitor.listener_available()
+            self._listener = None if self._listener_why else "/sbx/" + os.path.basename(
+                _seccomp.listener_file(self._share))
             self._empty = os.path.join(self._dir, "empty")  # mounted where the jail needs an empty dir
             os.mkdir(self._empty, 0o555)
             os.chmod(self._empty, 0o555)
@@ -418,6 +423,8 @@ class NsjailBackend:
             "uid_switch": self.privileged,
             "pid1": "sandbox init (the program is pid 2)",
             "proc": _paths.PROC_NOTE,
+            "sysinfo": f"the host's ({self._listener_why})" if self._listener_why
+            else "the run's own view (answered by the monitor)",
             "allowed_packages": list(self.allowed_packages),
             "mounts": [list(m) for m in self._jail],
         }
@@ -517,7 +524,7 @@ class NsjailBackend:
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
                 self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds),
-                str(limits.max_file_bytes)]  # fmt: skip
+                str(limits.max_file_bytes), self._listener or "-"]  # fmt: skip
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
@@ -634,6 +641,10 @@ class NsjailBackend:
                         ) if run_cgroup is None else None,
                         memory_limit_bytes=limit_bytes,
                         max_wall_s=_monitor.MAX_WALL_FACTOR * limits.timeout_s,
+                        # the init holds the listener where the code's fd was (see _child.main)
+                        take_listener=(lambda: next((_monitor.take_fd(init, code_fd) for init in _children(jail.pid)),
+                                                    None)) if self._listener else None,
+                        sysinfo=_monitor.sysinfo_reply(limit_bytes),
                     )
                 )
             except BaseException:

@@ -34,15 +34,16 @@ RUN_TMPFS_INODES = 16384
 # ``hidepid=2``: a process of another uid (the root-owned monitor, init, waiting children) is
 # invisible. Glibc counts CPUs (``os.cpu_count()``) from the affinity mask when /proc/stat and /sys
 # are absent: the run's CPUs. What a program still learns of the machine goes through syscalls
-# (``sysinfo``: see the seccomp module).
+# (``sysinfo``: the monitor answers it with the run's own view, see ``_seccomp``).
 PROC_OPTIONS = "hidepid=2,subset=pid"
 PROC_SUBSET_KERNEL = "5.8"  # the first Linux with subset=pid; older kernels refuse it (EINVAL)
 # What ``code-env info`` says of a jail's /proc ("proc"), and of weak mode's, which is the host's own.
 PROC_NOTE = ("own pid namespace, hidepid=2, subset=pid: only the run's own processes, self and thread-self; "
              "no global file (meminfo, stat, cpuinfo, cmdline, uptime, loadavg, sys/, pressure/...) exists; "
-             "os.cpu_count() is the run's CPUs (the affinity mask); sysinfo: see the seccomp module")
-WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo and the sysinfo call: total, "
-                  "free, available), its CPU counters, boot time, processes forked and context switches "
+             "os.cpu_count() is the run's CPUs (the affinity mask); the sysinfo call is the run's own view "
+             "where the kernel has seccomp user notification (see \"sysinfo\")")
+WEAK_PROC_NOTE = ("the host's /proc, unmasked: the machine's memory (/proc/meminfo: total, free, available; the "
+                  "sysinfo call is the run's own view where the kernel can), its CPU counters, boot time, processes forked and context switches "
                   "(/proc/stat), load, uptime, kernel command line, boot id, memory and I/O pressure, disk, "
                   "interrupt, VM and open-file statistics, every process of your user; all of it moved by other runs")
 

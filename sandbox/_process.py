@@ -43,7 +43,7 @@ WEAK_WARNING = (
     "directory; but they can read every file your user can read (your home, API keys in files, "
     "task data), see your processes and their environments in /proc, signal them, write where your "
     "user may write, and a program allowed to fork can leave processes behind. /proc is the host's, "
-    "unmasked: the machine's memory (/proc/meminfo, sysinfo), CPU counters, boot time, forks and "
+    "unmasked: the machine's memory (/proc/meminfo), CPU counters, boot time, forks and "
     "context switches (/proc/stat), load, uptime, kernel command line, boot id, pressure, disk and VM "
     "statistics, which other runs move"
 )
@@ -62,14 +62,16 @@ def worker_environment() -> dict[str, str]:
 
 
 def seccomp_filters() -> dict[str, str]:
-    """Every filter variant, hex-encoded for the worker (compiled once per process)."""
-    return {
+    """Every filter variant and the sysinfo layer (``_seccomp``), hex-encoded for the worker
+    (compiled once per process)."""
+    filters = {
         _seccomp.variant(allow_fork=fork, allow_unix_sockets=unix): _seccomp.compiled(
             allow_fork=fork, allow_unix_sockets=unix
         ).hex()
         for unix in (True, False)
         for fork in (True, False)
     }
+    return filters | {_seccomp.LISTENER_VARIANT: _seccomp.compiled_listener().hex()}
 
 
 class _Slot:

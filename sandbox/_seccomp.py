@@ -59,6 +59,39 @@ architecture) kills the process (``SECCOMP_RET_KILL_PROCESS``). Names a libsecco
 lacks are skipped, so the same lists compile wherever libseccomp runs; where ``socket`` and the IPC
 calls go through the ``socketcall``/``ipc`` multiplexers (i386, ppc64, s390x), whose arguments a
 filter cannot read, both multiplexers are refused and no socket can be made.
+
+``sysinfo``: the run's own view, not the host's. The call returns the machine's total, free,
+shared and buffer RAM, swap, load, uptime and process count: a view of the host, and a channel
+between concurrent runs (one allocates or forks, another sees free RAM or the process count move).
+It cannot be refused: glibc's ``sysconf(_SC_PHYS_PAGES)``/``_SC_AVPHYS_PAGES`` (``os.sysconf``)
+ignore its error and return whatever the stack held. So a second, small filter below this one, the
+**sysinfo layer** (``build_listener_filter``), answers it ``SECCOMP_RET_USER_NOTIF``, and the
+sandbox's monitor, outside the run, answers each notification (``_monitor.answer_sysinfo``): it
+writes into the caller's memory a ``struct sysinfo`` made of the run's limits alone (total and free
+RAM its ``memory_mb``, one process, no load, swap or uptime), the same for every run with those
+limits, so it carries nothing between runs. The layer is loaded with a listener
+(``SECCOMP_FILTER_FLAG_NEW_LISTENER``) the program never holds:
+
+* process backend: the slot's template loads it once, at start-up, before it forks any run child
+  (each inherits it), and hands the listener to the monitor over their socket; the template keeps
+  no copy. Nothing per run (the monitor polls one more fd), in every mode, weak included.
+* nsjail: the jail's init loads it before it forks the program, and holds the listener until it
+  exits; the host's monitor takes a copy (``pidfd_getfd``) once the program has said it is set up.
+
+Where the kernel cannot (no ``user_notif`` in ``/proc/sys/kernel/seccomp/actions_avail``: Linux <
+5.0; for nsjail also no ``pidfd_getfd``: < 5.6; a machine whose ioctl numbers are not the generic
+layout) the layer is not loaded and ``sysinfo`` stays the host's, as the backend's ``isolation``
+says (``"sysinfo"``): a view of the host, not an escape, so no mode refuses to run for it. No run
+can wait for an answer that never comes: where the layer is loaded, the listener is the monitor's
+for the whole run (a listener closed early would make the call ``ENOSYS``, never hang).
+
+The layer also refuses (``EPERM``) every ioctl of the listener's type (``SECCOMP_IOCTL_NOTIF_*``:
+RECV, SEND, ID_VALID, ADDFD, SET_FLAGS): even a listener fd a program got hold of could not answer
+a call with ``SECCOMP_USER_NOTIF_FLAG_CONTINUE`` (which would run the real one). It is in the layer,
+not this filter, because it matters exactly where a listener exists, and a filter the program adds
+can only make it stricter. A program cannot make a listener of its own (the kernel allows one per
+filter tree: ``EBUSY``), and its own filters cannot turn the notification into ``ALLOW`` (the kernel
+takes the strictest action of all filters).
 """
 
 from __future__ import annotations
@@ -244,14 +277,7 @@ def compiled(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
 
 def build_bpf(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
     """Compile the filter and return the BPF program (an array of ``struct sock_filter``)."""
-    f = build_filter(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
-    with os.fdopen(os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC), "w+b") as fh:
-        f.export_bpf(fh)
-        fh.seek(0)
-        bpf = fh.read()
-    if not bpf or len(bpf) % 8:
-        raise RuntimeError(f"libseccomp exported a malformed BPF program ({len(bpf)} bytes)")
-    return bpf
+    return _export(build_filter(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets))
 
 
 def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None) -> Any:
@@ -400,12 +426,66 @@ def complement_blocks(field: int, points: Iterable[int]) -> list[tuple[int, int]
     return blocks
 
 
+# The type byte of the seccomp listener's ioctls (``SECCOMP_IOCTL_NOTIF_*``: RECV, SEND, ID_VALID,
+# ADDFD, SET_FLAGS): the kernel's ioctl registry gives it to seccomp alone
+SECCOMP_IOCTL_TYPE = 0x21
+LISTENER_VARIANT = "sysinfo-listener"
+
+
+@cache
+def compiled_listener() -> bytes:
+    """``build_listener_bpf``, once per process."""
+    return build_listener_bpf()
+
+
+def build_listener_bpf() -> bytes:
+    return _export(build_listener_filter())
+
+
+def build_listener_filter(arch: int | None = None) -> Any:
+    """The sysinfo layer (see the module docstring): ``sysinfo`` answers ``SECCOMP_RET_USER_NOTIF``
+    (the watcher fills in the run's view), the listener's ioctls ``EPERM``, everything else is left
+    to the filter above it."""
+    import pyseccomp as sc
+
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    if arch is not None and arch != sc.system_arch():
+        f.remove_arch(sc.Arch.NATIVE)
+        f.add_arch(arch)
+    try:
+        f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
+    except OSError:
+        f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL)
+    f.add_rule(sc.NOTIFY, "sysinfo")
+    f.add_rule(sc.ERRNO(errno.EPERM), "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFF00, SECCOMP_IOCTL_TYPE << 8))
+    return f
+
+
+def _export(f: Any) -> bytes:
+    with os.fdopen(os.memfd_create("seccomp-bpf", os.MFD_CLOEXEC), "w+b") as fh:
+        f.export_bpf(fh)
+        fh.seek(0)
+        bpf = fh.read()
+    if not bpf or len(bpf) % 8:
+        raise RuntimeError(f"libseccomp exported a malformed BPF program ({len(bpf)} bytes)")
+    return bpf
+
+
+def listener_file(directory: str) -> str:
+    """Write the compiled sysinfo layer into ``directory`` (for nsjail's init)."""
+    return _write_filter(directory, LISTENER_VARIANT, compiled_listener)
+
+
 def filter_file(directory: str, *, allow_fork: bool, allow_unix_sockets: bool) -> str:
     """Write the compiled filter into ``directory`` (for a child that is started by ``exec``)."""
-    name = f"seccomp-{variant(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)}.bpf"
-    path = os.path.join(directory, name)
+    return _write_filter(directory, variant(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets),
+                         lambda: compiled(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets))
+
+
+def _write_filter(directory: str, name: str, data_of: Any) -> str:
+    path = os.path.join(directory, f"seccomp-{name}.bpf")
     if not os.path.exists(path):
-        data = compiled(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
+        data = data_of()
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
             fh.write(data)

@@ -150,6 +150,23 @@ class Template:
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
 
+    def offer_listener(self, bpf: bytes | None) -> None:
+        """Load the sysinfo layer (``_seccomp``) into this process, whose every run child inherits
+        it, and hand its listener to the monitor (``L`` with the fd attached; ``N`` + why not, and
+        the runs' ``sysinfo`` stays the host's). The template keeps no copy."""
+        if bpf is None:
+            self.sock.send(b"Nno sysinfo layer")
+            return
+        try:
+            listener = _child.install_listener(bpf)
+        except OSError as exc:
+            self.sock.send(b"N" + str(exc).encode())
+            return
+        try:
+            self.sock.sendmsg([b"L"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [listener]))])
+        finally:
+            os.close(listener)
+
     def serve(self) -> None:
         fd_size = array.array("i").itemsize
         while True:

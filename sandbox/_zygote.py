@@ -141,9 +141,10 @@ def build_root(root: str, mounts: list[list[str]]) -> None:
         _linux.mount(None, dst, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV)
 
 
-def setup_root(cfg: dict[str, Any]) -> None:
+def setup_root(cfg: dict[str, Any]) -> int | None:
     """A private, read-only root with only what a program needs; ``/proc`` of the slot's own PID
-    namespace (this process must be its PID 1 by now)."""
+    namespace (this process must be its PID 1 by now). Returns the monitor's ``writable_proc`` when
+    the runs' ``sysinfo`` is the monitor's to answer."""
     root = cfg["root_dir"]
     _linux.mount("tmpfs", root, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=16m,mode=0755")
     build_root(root, cfg["mounts"])
@@ -160,6 +161,7 @@ def setup_root(cfg: dict[str, Any]) -> None:
     os.makedirs(root + "/proc", exist_ok=True)
     # the pid directories only (``_paths.PROC_OPTIONS``): no global file to mask or replace
     _linux.mount_proc(root + "/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, cfg["proc_options"])
+    proc_fd = writable_proc(root + "/.proc-rw") if cfg["seccomp"].get("sysinfo-listener") else None
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
@@ -175,6 +177,24 @@ def setup_root(cfg: dict[str, Any]) -> None:
                      | _linux.MS_NODEV | _linux.MS_NOEXEC, cfg["proc_options"])  # fmt: skip
     except OSError:
         pass
+    return proc_fd
+
+
+def writable_proc(path: str) -> int:
+    """A directory fd of a /proc of the slot's PID namespace that the monitor may write through (the
+    answers to the runs' ``sysinfo`` calls go to ``/proc/<pid>/mem``; the jail's /proc is read-only):
+    mounted on ``path`` (a fresh directory) for a moment, then detached, so that it is reachable
+    through this fd alone and in no run's mount namespace. Made while the slot's own /proc is fresh
+    (in a user namespace the kernel mounts a proc only where one is already fully visible, and
+    writable)."""
+    os.mkdir(path, 0o700)
+    flags = _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
+    _linux.mount("proc", path, "proc", flags, "subset=pid")  # the processes are all it needs
+    try:
+        return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        _linux.umount2(path, _linux.MNT_DETACH)
+        os.rmdir(path)
 
 
 # ----------------------------------------------------------------------------- the monitor
@@ -220,6 +240,10 @@ class Worker:
             fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
             for fork in (False, True)
         }
+        listener_hex = cfg["seccomp"].get("sysinfo-listener")
+        self.listener_bpf = bytes.fromhex(listener_hex) if listener_hex else None
+        self.listener: int | None = None  # the runs' seccomp listener: their sysinfo calls, ours to answer
+        self.proc_fd: int | None = None  # where the answers are written through (None: /proc)
         self.sock: socket.socket | None = None
         self.unix_baseline: frozenset[int] = frozenset()
         self.broken: str | None = None  # set when the template is gone: this worker must be replaced
@@ -231,13 +255,25 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             ours.close()
+            if self.proc_fd is not None:
+                os.close(self.proc_fd)
             try:
-                Template(self.cfg, theirs, self.cgroups, self.filters, own_pidns).serve()
+                template = Template(self.cfg, theirs, self.cgroups, self.filters, own_pidns)
+                template.offer_listener(self.listener_bpf)
+                template.serve()
             finally:
                 os._exit(0)
         os.close(own_pidns)
         theirs.close()
         self.sock = ours
+        msg, anc, _flags, _addr = ours.recvmsg(4096, socket.CMSG_SPACE(array.array("i").itemsize))
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                self.listener = array.array("i", data[: array.array("i").itemsize])[0]
+        if self.listener is None:
+            self.info["sysinfo"] = "the host's (" + msg[1:].decode("utf-8", "replace") + ")"
+        else:
+            self.info["sysinfo"] = "the run's own view (answered by the monitor)"
         # the slot's network namespace holds the sockets of this worker and its template (and no
         # run yet): what a run holds there is every other one
         self.unix_baseline = frozenset(_monitor.unix_socket_inodes("self"))
@@ -380,6 +416,9 @@ class Worker:
                     # fork the next run's child while this one runs (for the limits just set as
                     # expected)
                     on_start=self.prefork,
+                    listener=self.listener,
+                    sysinfo=_monitor.sysinfo_reply(limit_bytes),
+                    proc_fd=self.proc_fd,
                 )
             )
         finally:
@@ -497,7 +536,7 @@ def serve() -> None:
         worker = Worker(cfg, info)  # opens the cgroups while the host's filesystem is in reach
         if not weak:
             try:
-                setup_root(cfg)
+                worker.proc_fd = setup_root(cfg)
             except _linux.ProcOptionsRefused as exc:
                 _send(resp_fd, {"ready": False, "isolation_unavailable": str(exc), "proc_refused": True})
                 return

@@ -266,7 +266,8 @@ def test_a_jail_sees_nothing_of_the_runs_beside_it(walk: dict[str, Any]) -> None
     allowed = {p for p in paths if any(p == d or p.startswith(d + "/") or d.startswith(p + "/") for d in jail)}
     assert not [p for p in paths if "secret.txt" in p or "code-env-" in p or (p.startswith("/tmp/") and p not in allowed)]
     assert sorted(p for p in paths if p.startswith("/sbx/")) == [
-        "/sbx/_child.pyc", "/sbx/seccomp-unix-fork.bpf", "/sbx/seccomp-unix-nofork.bpf"]  # fmt: skip
+        "/sbx/_child.pyc", "/sbx/seccomp-sysinfo-listener.bpf", "/sbx/seccomp-unix-fork.bpf",
+        "/sbx/seccomp-unix-nofork.bpf"]  # fmt: skip
     assert sorted(p for p in paths if p.startswith("/sandbox/")) == ["/sandbox/solution.py"]
 
 
