@@ -679,15 +679,26 @@ def take_fd(pid: int, fd: int) -> int | None:
     except ProcessLookupError:
         return None
     try:
-        got = _libc.syscall(ctypes.c_long(_SYS_PIDFD_GETFD), pidfd, fd, 0)
-        if got >= 0:
-            return int(got)
-        err = ctypes.get_errno()
-        if select.select([pidfd], [], [], 0)[0]:  # it exited (its files are gone)
-            return None
-        raise OSError(err, f"pidfd_getfd({pid}, {fd}): {os.strerror(err)}")
+        deadline = time.monotonic() + TAKE_FD_PATIENCE_S
+        while True:
+            got = _libc.syscall(ctypes.c_long(_SYS_PIDFD_GETFD), pidfd, fd, 0)
+            if got >= 0:
+                return int(got)
+            err = ctypes.get_errno()
+            if select.select([pidfd], [], [], 0)[0]:  # it exited (its files are gone)
+                return None
+            if err != errno.EPERM or time.monotonic() > deadline:
+                raise OSError(err, f"pidfd_getfd({pid}, {fd}): {os.strerror(err)}")
+            time.sleep(0.0002)
     finally:
         os.close(pidfd)
+
+
+# As a normal user, pidfd_getfd of the nsjail init (not dumpable, in a user namespace we own) now
+# and then answers EPERM for a few milliseconds right after the init forked the program (seen on
+# Linux 6.18 on a loaded machine: 4 of 80 runs, each allowed again within ~8 ms): try again for
+# this long before the run is a sandbox error
+TAKE_FD_PATIENCE_S = 1.0
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
