@@ -27,11 +27,13 @@ if not os.environ.get("CODE_ENV_TEST_TMPDIR"):
     os.environ["CODE_ENV_TEST_TMPDIR"] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="code-env-tests-")
     tempfile.tempdir = None
 # Under pytest-xdist (scripts/test.sh) each worker gets a temp dir of its own inside that one, so a
-# test that compares what a temp dir holds before and after sees only its own worker's files.
+# test that compares what a temp dir holds before and after sees only its own worker's files. Its
+# name is short: Ray puts its AF_UNIX sockets (at most 107 bytes of path) in a session dir under it.
 _worker = os.environ.get("PYTEST_XDIST_WORKER")
 if _worker and os.environ.get("CODE_ENV_TEST_WORKER") != _worker:
     os.environ["CODE_ENV_TEST_WORKER"] = _worker
-    os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"{_worker}-", dir=os.environ["CODE_ENV_TEST_TMPDIR"])
+    os.environ["TMPDIR"] = os.path.join(os.environ["CODE_ENV_TEST_TMPDIR"], _worker)
+    os.makedirs(os.environ["TMPDIR"], mode=0o700, exist_ok=True)
     tempfile.tempdir = None
 
 BACKENDS = [
@@ -151,8 +153,8 @@ XDIST_GROUPS = {
     "tests/test_memory_outside_rss.py": HOST,
     "tests/test_cgroup_delegation.py": HOST,
     # they make every core busy on purpose (their point is verdicts under load): not beside the
-    # measurements above, nor beside each other
-    "tests/test_load.py": HOST,
+    # measurements above, nor beside each other (the soak beside them counts only its own process)
+    "tests/test_load.py::test_correct_programs_never_time_out_under_2x_oversubscription": HOST,
     "tests/test_cli.py::test_the_demos_memory_bomb_is_oom_on_a_busy_machine": HOST,
     # uid 65534: its processes are one uid for every run of every pytest run as nobody, so two of
     # these at once would see each other's processes as leftovers (and they allocate like the above)
@@ -169,6 +171,21 @@ XDIST_GROUPS = {
     "tests/test_logtools.py": "test_logtools",
     "tests/test_visible.py": "test_visible",
 }
+
+
+# The longest tests that need no fixture of their module, started first on the workers (their
+# order in a run without workers is left as it is): begun last, one of them would keep one worker
+# busy long after the other has run out of tests.
+XDIST_FIRST = (
+    "tests/test_load.py::test_soak_5000_runs_with_workers_killed_mid_run",
+    "tests/test_seccomp.py::test_stdlib_suite[test_threading]",
+    "tests/test_seccomp.py::test_stdlib_suite[test_datetime]",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts its collection alike
+        items.sort(key=lambda item: item.nodeid not in XDIST_FIRST)  # stable: the rest keep their order
 
 
 def xdist_group(nodeid: str) -> str | None:
