@@ -7,6 +7,8 @@ import csv
 import json
 import math
 import random
+import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -142,11 +144,16 @@ def test_a_run_never_overwrites_another(tmp_path: Path) -> None:
 
 def test_default_run_dirs_are_named_and_distinct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    a, b = Run.create("algo", {}), Run.create("algo", {})
+    # Two runs started in the same second: the clock is held still (on a loaded machine a second
+    # may pass between the two calls, and then the second run gets a stamp of its own instead).
+    real_strftime, now = time.strftime, time.localtime()
+    with monkeypatch.context() as m:
+        m.setattr(time, "strftime", lambda fmt, t=now: real_strftime(fmt, t))
+        a, b = Run.create("algo", {}), Run.create("algo", {})
     a.close()
     b.close()
     assert a.path.parent == b.path.parent == Path("runs") and a.path != b.path
-    assert a.path.name.startswith("algo-") and b.path.name.startswith(a.path.name)
+    assert re.fullmatch(r"algo-\d{8}-\d{6}", a.path.name) and b.path.name == f"{a.path.name}-2"
 
 
 def test_curve_columns_cannot_change_mid_run(tmp_path: Path) -> None:
