@@ -152,6 +152,8 @@ XDIST_GROUPS = {
     # another such test's attack or memory bomb beside them moves the numbers they bound
     "tests/test_memory_outside_rss.py": HOST,
     "tests/test_cgroup_delegation.py": HOST,
+    # allocates 1 GiB and forks 50 processes on the host between two readings, and runs as uid 65534
+    "tests/test_sysinfo.py": HOST,
     # they make every core busy on purpose (their point is verdicts under load): not beside the
     # measurements above, nor beside each other (the soak beside them counts only its own process)
     "tests/test_load.py::test_correct_programs_never_time_out_under_2x_oversubscription": HOST,
