@@ -685,7 +685,8 @@ def take_fd(pid: int, fd: int) -> int | None:
             if got >= 0:
                 return int(got)
             err = ctypes.get_errno()
-            if select.select([pidfd], [], [], 0)[0]:  # it exited (its files are gone)
+            # it exited: its files are gone (EBADF), it is gone (ESRCH; its pidfd may not say so yet)
+            if err in (errno.ESRCH, errno.EBADF) or select.select([pidfd], [], [], 0)[0]:
                 return None
             if err != errno.EPERM or time.monotonic() > deadline:
                 raise OSError(err, f"pidfd_getfd({pid}, {fd}): {os.strerror(err)}")
