@@ -3,7 +3,7 @@
 Standard library only, and importable as a plain file: the process backend calls it in a forked
 child of its warm worker; the nsjail backend runs this file as a script inside the jail, where it
 is the PID namespace's init and forks the program (``main``:
-``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE``).
+``python _child.pyc CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE LISTENER_FD``).
 
 The program runs as ``__main__`` of a fresh module in this interpreter, as ``python solution.py``
 would run it: same exit codes, same tracebacks (with source lines), ``SystemExit`` semantics,
@@ -325,13 +325,13 @@ def exit_now(status: int) -> None:
 def main(argv: list[str]) -> None:
     """nsjail's command: the init (PID 1) of the jail's PID namespace, which runs no untrusted code.
 
-    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE``. The init reads the program from
+    ``argv``: ``CODE_FD FILTER_FILE SEED OUT_FD ERR_FD STATUS_FD FILE_BYTES LISTENER_FILE LISTENER_FD``. The init reads the program from
     CODE_FD (a memfd: no run's code is ever on a path another jail could see) and the seccomp filter
     from FILTER_FILE, makes itself non-dumpable (the program, same uid, cannot open ``/proc/1/mem``,
     ``/proc/1/fd``...), takes no signal from inside the namespace (an init without handlers), forks
     the program as PID 2, then only reaps. Unless LISTENER_FILE is ``-``, the init loads that
-    filter (``_seccomp``'s sysinfo layer) before the fork, with a listener it moves to CODE_FD's
-    number and holds until it exits: the host's monitor takes a copy of it (``pidfd_getfd``) once
+    filter (``_seccomp``'s sysinfo layer) before the fork, with a listener it moves to LISTENER_FD
+    (a low number the host chose, below the jail's RLIMIT_NOFILE) and holds until it exits: the host's monitor takes a copy of it (``pidfd_getfd``) once
     the program says "R", and answers the run's ``sysinfo`` calls; the program closes its copy before
     it runs. The program's process makes OUT_FD and ERR_FD its stdout
     and stderr, sets its rlimits (``limit_program``: the files it writes at most FILE_BYTES, only now that
@@ -350,6 +350,7 @@ def main(argv: list[str]) -> None:
     code_fd, filter_path, seed = int(argv[1]), argv[2], int(argv[3])
     out_fd, err_fd, status_fd, file_bytes = int(argv[4]), int(argv[5]), int(argv[6]), int(argv[7])
     listener_path = argv[8] if len(argv) > 8 else "-"
+    listener_fd = int(argv[9]) if len(argv) > 9 else code_fd
     listener = -1
     try:
         prctl(PR_SET_DUMPABLE, 0)
@@ -365,13 +366,13 @@ def main(argv: list[str]) -> None:
         prepare_interpreter(workdir)
         write_source(code, workdir)
         if listener_path != "-":
-            # the sysinfo layer, for us and the program: the listener where CODE_FD was (the host
+            # the sysinfo layer, for us and the program: the listener at LISTENER_FD (the host
             # takes it from there), ours to hold until we exit; the program closes its copy
             with open(listener_path, "rb") as fh:
                 fd = install_listener(fh.read())
-            listener = code_fd
-            if fd != code_fd:  # (it is, where CODE_FD was the lowest free number)
-                os.dup2(fd, code_fd)
+            listener = listener_fd
+            if fd != listener_fd:
+                os.dup2(fd, listener_fd)
                 os.close(fd)
         pid = os.fork()
     except BaseException as exc:  # reported, then this jail ends

@@ -524,7 +524,7 @@ class NsjailBackend:
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
                 self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds),
-                str(limits.max_file_bytes), self._listener or "-"]  # fmt: skip
+                str(limits.max_file_bytes), self._listener or "-", str(listener_fd(code_fd, fds))]  # fmt: skip
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
@@ -641,8 +641,9 @@ class NsjailBackend:
                         ) if run_cgroup is None else None,
                         memory_limit_bytes=limit_bytes,
                         max_wall_s=_monitor.MAX_WALL_FACTOR * limits.timeout_s,
-                        # the init holds the listener where the code's fd was (see _child.main)
-                        take_listener=(lambda: next((_monitor.take_fd(init, code_fd) for init in _children(jail.pid)),
+                        # the init holds the listener at listener_fd (see _child.main)
+                        take_listener=(lambda: next((_monitor.take_fd(init, listener_fd(code_fd, fds))
+                                                     for init in _children(jail.pid)),
                                                     None)) if self._listener else None,
                         sysinfo=_monitor.sysinfo_reply(limit_bytes),
                     )
@@ -755,6 +756,14 @@ def _close_if_same(fd: int, ino: int) -> None:
     if st.st_ino == ino and (stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)):
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def listener_fd(code_fd: int, fds: tuple[int, int, int]) -> int:
+    """Where the jail's init holds the sysinfo listener (``_child.main``): the lowest number none of
+    the fds passed into the jail has. Not CODE_FD's own number: the host's fds can be numbered
+    above the jail's RLIMIT_NOFILE (a host with many files open: pytest-xdist's workers), where
+    ``dup2`` onto them fails (EBADF); this one is at most 9, and ``max_open_files`` is at least 16."""
+    return min(set(range(3, 10)) - {code_fd, *fds})
 
 
 def _children(pid: int) -> list[int]:

@@ -292,3 +292,21 @@ def test_where_the_kernel_cannot_sysinfo_is_the_hosts_and_nothing_waits(backend:
         res = sb.run(VIEW, limits=Limits(memory_mb=MEMORY_MB, timeout_s=10))
     assert res.exit_code == 0 and res.sandbox_error is None, res
     assert json.loads(res.stdout)["bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_host_with_many_files_open_still_gets_its_runs_sysinfo(backend: str) -> None:
+    """The host's fds can be numbered above a jail's RLIMIT_NOFILE (``max_open_files``: 16 here; a
+    pytest-xdist worker holds dozens): nsjail passes them in at their own numbers, and the init
+    once moved its listener onto the code's fd number, where ``dup2`` fails (EBADF: every run a
+    sandbox error). Here the code's fd is numbered above 100."""
+    held = [os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) for _ in range(100)]
+    try:
+        with Sandbox(backend, workers=1) as sb:
+            res = sb.run("import os\nprint(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE'))",
+                         limits=Limits(memory_mb=128, max_open_files=16))
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert res.sandbox_error is None and res.exit_code == 0, res
+    assert int(res.stdout) == 128 << 20, res.stdout
