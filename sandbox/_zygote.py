@@ -141,10 +141,10 @@ def build_root(root: str, mounts: list[list[str]]) -> None:
         _linux.mount(None, dst, None, _linux.MS_REMOUNT | _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV)
 
 
-def setup_root(cfg: dict[str, Any]) -> int | None:
+def setup_root(cfg: dict[str, Any], answers_sysinfo: bool) -> int | None:
     """A private, read-only root with only what a program needs; ``/proc`` of the slot's own PID
     namespace (this process must be its PID 1 by now). Returns the monitor's ``writable_proc`` when
-    the runs' ``sysinfo`` is the monitor's to answer."""
+    the runs' ``sysinfo`` is the monitor's to answer (``answers_sysinfo``: the worker has the layer)."""
     root = cfg["root_dir"]
     _linux.mount("tmpfs", root, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, "size=16m,mode=0755")
     build_root(root, cfg["mounts"])
@@ -161,7 +161,7 @@ def setup_root(cfg: dict[str, Any]) -> int | None:
     os.makedirs(root + "/proc", exist_ok=True)
     # the pid directories only (``_paths.PROC_OPTIONS``): no global file to mask or replace
     _linux.mount_proc(root + "/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC, cfg["proc_options"])
-    proc_fd = writable_proc(root + "/.proc-rw") if cfg["seccomp"].get("sysinfo-listener") else None
+    proc_fd = writable_proc(root + "/.proc-rw") if answers_sysinfo else None
     os.makedirs(root + WORK_PARENT, exist_ok=True)
     if not os.path.lexists(root + "/tmp"):
         os.symlink(WORKDIR, root + "/tmp")  # /tmp is the run's own work dir
@@ -536,7 +536,7 @@ def serve() -> None:
         worker = Worker(cfg, info)  # opens the cgroups while the host's filesystem is in reach
         if not weak:
             try:
-                worker.proc_fd = setup_root(cfg)
+                worker.proc_fd = setup_root(cfg, answers_sysinfo=worker.listener_bpf is not None)
             except _linux.ProcOptionsRefused as exc:
                 _send(resp_fd, {"ready": False, "isolation_unavailable": str(exc), "proc_refused": True})
                 return
