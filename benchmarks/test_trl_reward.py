@@ -6,15 +6,15 @@ the same 64 programs one at a time, and against ``code_env.grade_many`` on the s
 The candidates of a task are 8 *different* programs (so that judging identical programs once,
 which ``grade_many`` does, earns nothing here): the reference solution as plain text, in a fenced
 reply, in a chat message and with a comment, a syntax error, an empty reply, a constant answer and
-a crash. Each benchmark round runs both sides back to back on the whole batch, alternating which
-goes first, on the same warm sandbox; the ratio is the median of the per-round ratios of their
-times. No assertion on speed: only that every side gives every sample the same reward.
+a crash. Paired (``conftest.paired``): each round runs both sides back to back on the whole batch,
+the order reversed every other round, on the same warm sandbox; the ratio is the median of the
+per-round ratios of their times, and each side's CPU per sample is that of the whole process tree.
+No assertion on speed: only that every side gives every sample the same reward.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,11 +25,11 @@ import registry
 from registry import Task
 from sandbox import Sandbox
 
-from .conftest import record_overhead
+from .conftest import Side, Target, paired, record_paired
 
 CORES = os.cpu_count() or 1
 TASKS, CANDIDATES = 8, 8
-ROUNDS, WARMUP = 5, 1
+ROUNDS, WARMUP = 7, 1
 Batch = tuple[list[Task], list[str], list[Any]]  # tasks, programs, completions as TRL passes them
 
 
@@ -72,22 +72,18 @@ def batch() -> Batch:
     return [t for t, _, _ in rows], [p for _, p, _ in rows], [c for _, _, c in rows]
 
 
-def _paired(benchmark: Any, side_a: Callable[[], list[Any]], side_b: Callable[[], list[Any]]) -> tuple[list[float], list[float]]:
-    """Rounds of both sides back to back, alternating which goes first; the seconds of each per
-    round, warm-up rounds left out. Every round, both sides give the same rewards."""
-    a_t: list[float] = []
-    b_t: list[float] = []
+def _compare(benchmark: Any, engine: str, trl: Callable[[], list[Any]], anchor: str, other: Callable[[], list[Any]],
+             samples: int) -> None:  # fmt: skip
+    """Alternating rounds of both sides on the whole batch; every round both give the same rewards."""
 
-    def pair() -> None:
-        out = {}
-        for side in (side_a, side_b) if len(a_t) % 2 == 0 else (side_b, side_a):
-            t0 = time.perf_counter()
-            out[side] = side()
-            (a_t if side is side_a else b_t).append(time.perf_counter() - t0)
-        assert out[side_a] == out[side_b]
+    def check(out: dict[str, object]) -> None:
+        assert out[engine] == out[anchor]
 
-    benchmark.pedantic(pair, rounds=ROUNDS, warmup_rounds=WARMUP)
-    return a_t[WARMUP:] or a_t, b_t[WARMUP:] or b_t
+    result = paired(benchmark, {anchor: Side(other, samples), engine: Side(trl, samples)}, rounds=ROUNDS,
+                    warmup_rounds=WARMUP, check=check)  # fmt: skip
+    record_paired(benchmark, result, title=f"{engine} against {anchor}", program=f"builtin ({TASKS} tasks × {CANDIDATES})",
+                  mode=f"GRPO batch ({CORES} cores)", unit="samples",
+                  targets=[Target(f"{engine}: time per sample ≤ +10 % over `{anchor}`", engine, "time", vs=anchor, op="<=", bound=1.1)])  # fmt: skip
 
 
 def _trl_side(sb: Sandbox, batch: Batch) -> Callable[[], list[Any]]:
@@ -111,10 +107,8 @@ def test_trl_reward_vs_grade_one_at_a_time(benchmark: Any, sb: Sandbox, batch: B
     def one_at_a_time() -> list[Any]:
         return [code_env.grade(t, p, sandbox=sb).reward for t, p in zip(tasks, programs, strict=True)]
 
-    trl_t, grade_t = _paired(benchmark, trl, one_at_a_time)
-    record_overhead(benchmark, engine=f"TRLReward ({len(tasks)} completions a call)", anchor="code_env.grade (one at a time)",
-                    program=f"builtin ({TASKS} tasks × {CANDIDATES})", mode=f"GRPO batch ({CORES} cores)",
-                    episodes=len(tasks), env_s=trl_t, anchor_s=grade_t)  # fmt: skip
+    _compare(benchmark, f"TRLReward ({len(tasks)} completions a call)", trl, "code_env.grade (one at a time)",
+             one_at_a_time, len(tasks))
 
 
 def test_trl_reward_vs_grade_many(benchmark: Any, sb: Sandbox, batch: Batch) -> None:
@@ -124,7 +118,5 @@ def test_trl_reward_vs_grade_many(benchmark: Any, sb: Sandbox, batch: Batch) -> 
     def all_at_once() -> list[Any]:
         return [g.reward for g in code_env.grade_many(list(zip(tasks, programs, strict=True)), sandbox=sb)]
 
-    trl_t, many_t = _paired(benchmark, trl, all_at_once)
-    record_overhead(benchmark, engine=f"TRLReward ({len(tasks)} completions a call)", anchor=f"code_env.grade_many ({len(tasks)} a call)",
-                    program=f"builtin ({TASKS} tasks × {CANDIDATES})", mode=f"GRPO batch ({CORES} cores)",
-                    episodes=len(tasks), env_s=trl_t, anchor_s=many_t)  # fmt: skip
+    _compare(benchmark, f"TRLReward ({len(tasks)} completions a call)", trl, f"code_env.grade_many ({len(tasks)} a call)",
+             all_at_once, len(tasks))
