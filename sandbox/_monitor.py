@@ -135,6 +135,7 @@ class Outcome:
         self.peak_rss_bytes = 0  # the largest resident memory the memory probe saw
         self.cpu_seen_s = 0.0  # the most CPU the probe saw (processes killed with a PID namespace
         # are never reaped by anyone who reports their usage)
+        self.stdout_last_s: float | None = None  # when the last stdout bytes were read, after the start
         self.stdout = Stream(cap)
         self.stderr = Stream(cap)
 
@@ -450,7 +451,10 @@ def watch(w: Watch) -> Outcome:
             poller.unregister(fd)
             del fds[fd]
             return False
-        return (out.stdout if fds[fd] == "stdout" else out.stderr).feed(chunk)
+        if fds[fd] == "stdout":
+            out.stdout_last_s = time.monotonic() - start
+            return out.stdout.feed(chunk)
+        return out.stderr.feed(chunk)
 
     def take_status(fd: int) -> None:
         nonlocal status_buf, setup_done, listener, taken
@@ -804,6 +808,7 @@ def result_dict(o: Outcome, limits: dict[str, Any], *, peak_bytes: int | None, m
         "stderr_truncated": o.stderr.truncated,
         "execution_time_ms": round(o.wall_s * 1000, 3),
         "cpu_time_ms": round(o.cpu_s * 1000, 3),
+        "stdout_last_ms": None if o.stdout_last_s is None else round(o.stdout_last_s * 1000, 3),
         "peak_memory_mb": round(peak_bytes / 2**20, 3) if peak_bytes else round(o.maxrss_kb / 1024, 3),
         "timeout_hit": timeout_kind is not None and not oom,
         "timeout_kind": timeout_kind if not oom else None,

@@ -182,6 +182,9 @@ class ExecutionResult(BaseModel):
     stderr_truncated: bool = False
     execution_time_ms: float = 0.0
     cpu_time_ms: float = 0.0
+    stdout_last_ms: float | None = Field(
+        None, description="when the sandbox read the last bytes of stdout, ms after the start (its own clock); "
+                          "None: no stdout")
     peak_memory_mb: float | None = None
     timeout_hit: bool = False
     timeout_kind: Literal["wall", "cpu"] | None = None

@@ -40,7 +40,7 @@ from .conftest import SECRET_VALUE, get_sandbox
 TASKS = registry.load("builtin")
 BY_ID = {t.problem_id: t for t in TASKS}
 # Fields that depend on timing or on where a run happened, not on the program.
-NOT_COMPARED = {"execution_time_ms", "cpu_time_ms", "peak_memory_mb", "reruns", "rerun_reason", "node", "queued_ms"}
+NOT_COMPARED = {"execution_time_ms", "cpu_time_ms", "stdout_last_ms", "peak_memory_mb", "reruns", "rerun_reason", "node", "queued_ms"}
 
 
 # -- without a Ray instance
