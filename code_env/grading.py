@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from registry import Task
 from registry.budget import Budget, budget_s
-from registry.verify import CaseResult, Job, Runner, Verification, verify_many
+from registry.verify import CaseResult, Job, Runner, Verification, shown_output, verify_many
 from sandbox import Sandbox
 
 from .judge import JudgeConfig, LLMJudge, apply
@@ -104,8 +104,8 @@ class RunSummary(BaseModel):
     def of(cls, v: Verification) -> RunSummary:
         runs = v.executions[: v.program_runs]
         if v.kind == "function":  # its stdout is the verifier's channel; the program's prints are on stderr
-            shown = runs[-1] if runs else None
-            stdout, stderr = "", "".join(r.stderr for r in runs)
+            shown = runs[-1] if runs else None  # (of a joint run, what it printed on the public tests)
+            stdout, stderr = "", "".join(shown_output(r.stderr) for r in runs)
         else:  # a compile check, then one run per test
             runs = runs[1:]
             shown = next((r for r in runs if not r.ok), runs[0] if runs else None)
@@ -214,8 +214,9 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     receives their verifications (``verify_many``), so that a vector env can merge the rounds of
     all its sub-envs into one batch; the return value is one ``Scored`` per item.
 
-    ``hidden``: ``"together"`` runs the hidden tests in the same round as the public ones (after
-    them: ``verify_many`` runs a round's public jobs, then its hidden ones); ``"after_public"``
+    ``hidden``: ``"together"`` runs the hidden tests with the public ones (joint jobs: a function
+    task's program answers both in one run, public tests first; ``registry.verify.Job``), for a
+    grade that shows no observation between them; ``"after_public"``
     only for programs that pass every public test (a multi-turn episode's step); ``"no"`` never.
     A verification the sandbox failed is run once more (our failure, not the program's), its runs
     under the trace id's next retry counter (``code_env.tracing``); the tiers come from
@@ -228,15 +229,16 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     n = len(items)
     runs = config.grade_budget_runs
     budgets = [None if runs is None else Budget(budget_s(t, runs)) for t, _, _ in items]
-    public = [Job(t, code, "public", f"{tid}/public", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
-    secret = [Job(t, code, "hidden", f"{tid}/hidden", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
     hid: list[Verification | None] = [None] * n
     marks: list[Transitions] = [[] for _ in range(n)]
     failed: list[list[Verification]] = [[] for _ in range(n)]
-    if hidden == "together":
-        both, again = yield from _verified(public + secret, [*range(n), *range(n)], marks, failed)
-        pub, hid, public_again = both[:n], list(both[n:]), again[:n]
+    if hidden == "together":  # no observation between them: joint jobs (registry.verify.Job)
+        joint = [Job(t, code, "both", tid, b) for (t, code, tid), b in zip(items, budgets, strict=True)]
+        pub, public_again = yield from _verified(joint, list(range(n)), marks, failed)
+        hid = [v.hidden_part for v in pub]
     else:
+        public = [Job(t, code, "public", f"{tid}/public", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
+        secret = [Job(t, code, "hidden", f"{tid}/hidden", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
         pub, public_again = yield from _verified(public, list(range(n)), marks, failed)
         due = [k for k, v in enumerate(pub) if hidden == "after_public" and not v.sandbox_error and v.total and v.passed == v.total]
         if due:
@@ -274,27 +276,32 @@ def _verified(jobs: list[Job], owners: list[int], marks: list[Transitions],
     submitted = time.time()
     results = list((yield jobs))
     _mark_round(submitted, results, owners, marks)
-    again = [k for k, v in enumerate(results) if v.sandbox_error]
+    again = [k for k, v in enumerate(results) if any(part.sandbox_error for part in _parts(v))]
     tries = [0] * len(jobs)
     for k in again:  # the runs of a try the sandbox failed are made again: not the program's to pay
         if (b := jobs[k].budget) is not None:
-            b.refund(results[k].spent_s)
+            b.refund(sum(part.spent_s for part in _parts(results[k])))
     if again:
         retry = [jobs[k]._replace(trace_id=retried(t)) if (t := jobs[k].trace_id) else jobs[k] for k in again]
         submitted = time.time()
         second = list((yield retry))
         _mark_round(submitted, second, [owners[k] for k in again], marks)
         for k, v in zip(again, second, strict=True):
-            failed[owners[k]].append(results[k])
+            failed[owners[k]].extend(_parts(results[k]))
             results[k], tries[k] = v, 1
     return results, tries
+
+
+def _parts(v: Verification) -> list[Verification]:
+    """A verification and, of a joint job, its hidden part."""
+    return [v] if v.hidden_part is None else [v, v.hidden_part]
 
 
 def _mark_round(submitted: float, results: list[Verification], owners: list[int], marks: list[Transitions]) -> None:
     done = time.time()
     runs: dict[int, list[Any]] = {}
     for owner, v in zip(owners, results, strict=True):
-        runs.setdefault(owner, []).extend(v.executions)
+        runs.setdefault(owner, []).extend(r for part in _parts(v) for r in part.executions)
     for owner, rs in runs.items():
         marks[owner].extend(run_marks(submitted, rs, done))
 

@@ -82,16 +82,24 @@ REPORT_SLACK_S = 0.05  # how far the per-call times a run reports may exceed the
 CHANNEL_LOST = 113  # the driver's exit status when it cannot write to its channel any more
 MAX_PROGRAM_BYTES = Limits().max_code_bytes  # the largest candidate program run, either task kind
 CHECKER_LIMITS = Limits(timeout_s=30.0, memory_mb=512, max_stdin_bytes=64 << 20)
+# Written on stderr by the driver of a joint run right before its first hidden test: what follows
+# is what the program printed while the hidden tests ran, which no agent is shown (``shown_output``)
+HIDDEN_MARK = "\x1e[code-env: the hidden tests start here; nothing below is shown]\x1e\n"
 
-# Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases", "start"} from stdin;
-# calls the entry point on cases[0], cases[1], ... (test numbers start, start + 1, ...).
+# Runs inside the sandbox. Reads {"nonce", "code", "entry_point", "cases", "start", "hidden_from"}
+# from stdin; calls the entry point on cases[0], cases[1], ... (test numbers start, start + 1, ...).
 # Everything it needs is bound before the candidate's code runs (a candidate that patches
 # json, os or builtins changes nothing here); the nonce and the channel's descriptor live only
-# in a closure, never in a global.
+# in a closure, never in a global. It imports only what every worker holds already (json, os,
+# sys, time, fcntl; resource is a built-in extension): a traceback is formatted here, from the
+# frames, not by the ``traceback`` module (whose import cost ~3 ms of every run).
+# ``hidden_from``: the first hidden test of a joint run (``Job.which == "both"``; None: none), before
+# which the driver writes ``HIDDEN_MARK`` on stderr, so that what the program prints from then on
+# is told apart from what it printed on the public tests (``shown_output``).
 DRIVER = r'''
 def _driver():
     globals().pop("_driver", None)
-    import fcntl, json, os, resource, sys, time, traceback
+    import fcntl, json, os, resource, sys, time
     spec = json.loads(sys.stdin.read())
     tag = spec.pop("nonce").encode() + b" "
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -99,9 +107,9 @@ def _driver():
     lowest = 10 + int.from_bytes(os.urandom(2), "big") % (top - 10)
     out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, lowest)
     os.dup2(2, 1)
-    write, exit_, dumps, perf, format_exception = os.write, os._exit, json.dumps, time.perf_counter, traceback.format_exception
-    isinstance_, callable_, sorted_, list_, len_, type_, str_, int_ = (
-        isinstance, callable, sorted, list, len, type, str, int)
+    write, exit_, dumps, perf = os.write, os._exit, json.dumps, time.perf_counter
+    isinstance_, callable_, sorted_, list_, len_, type_, str_, int_, id_, set_, enumerate_, repr_ = (
+        isinstance, callable, sorted, list, len, type, str, int, id, set, enumerate, repr)
     streams = (sys.stdout, sys.stderr)
 
     def emit(obj):
@@ -118,12 +126,39 @@ def _driver():
         except BaseException:
             return "<unprintable>"
 
-    def trace(e):  # from the candidate's first frame on: none of the driver's
+    def only(e):  # the last line of a traceback, as Python prints it
+        t = type_(e)
+        name = t.__qualname__ if t.__module__ in ("builtins", "__main__") else t.__module__ + "." + t.__qualname__
+        message = text(e, 500)
+        return name + (": " + message if message else "") + "\n"
+
+    def frames(e):  # from the candidate's first frame on: none of the driver's
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != "candidate.py":
+            tb = tb.tb_next
+        lines = ["Traceback (most recent call last):\n"] if tb is not None else []
+        while tb is not None and len_(lines) < 200:
+            co = tb.tb_frame.f_code
+            lines.append('  File "' + str_(co.co_filename) + '", line ' + str_(tb.tb_lineno) + ", in " + str_(co.co_name) + "\n")
+            if co.co_filename == "candidate.py" and 0 < (tb.tb_lineno or 0) <= len_(source):
+                lines.append("    " + source[tb.tb_lineno - 1].strip() + "\n")
+            tb = tb.tb_next
+        return lines + [only(e)]
+
+    def trace(e):  # Python's layout, chained exceptions included (at most 5)
         try:
-            tb = e.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != "candidate.py":
-                tb = tb.tb_next
-            return "".join(format_exception(type_(e), e, tb))[-2000:].encode("utf-8", "replace").decode("utf-8")
+            parts, seen = [], set_()
+            while e is not None and id_(e) not in seen and len_(seen) < 5:
+                seen.add(id_(e))
+                parts.append("".join(frames(e)))
+                if e.__cause__ is not None:
+                    e, link = e.__cause__, "\nThe above exception was the direct cause of the following exception:\n\n"
+                elif e.__context__ is not None and not e.__suppress_context__:
+                    e, link = e.__context__, "\nDuring handling of the above exception, another exception occurred:\n\n"
+                else:
+                    break
+                parts.append(link)
+            return "".join(parts[::-1])[-2000:].encode("utf-8", "replace").decode("utf-8")
         except BaseException:
             return None
 
@@ -135,22 +170,35 @@ def _driver():
                 return list_(x)
         raise TypeError("return value of type " + type_(x).__name__ + " is not JSON data")
 
-    def finish(status):
+    def flush():
         for stream in streams:
             try:
                 stream.flush()
             except BaseException:
                 pass
+
+    def finish(status):
+        flush()
         exit_(status)
 
-    code, entry, cases, start = spec["code"], spec["entry_point"], spec["cases"], spec["start"]
+    def hidden_start():  # what the program prints from here on is not shown (shown_output)
+        flush()
+        try:
+            write(2, HIDDEN_MARK)
+        except BaseException:
+            pass
+
+    code, entry, cases, start, hidden_from = spec["code"], spec["entry_point"], spec["cases"], spec["start"], spec.get("hidden_from")
     del spec
+    source = code.splitlines()
     ns = {"__name__": "__solution__", "__builtins__": __builtins__, "__file__": "candidate.py"}
     try:
         with open("candidate.py", "w", encoding="utf-8", errors="surrogatepass") as fh:
-            fh.write(code)  # so that tracebacks can show the candidate's lines
+            fh.write(code)  # so that the program's own tools (linecache) find its lines
     except OSError:
         pass
+    if hidden_from is not None and hidden_from <= start:
+        hidden_start()
     try:
         exec(compile(code, "candidate.py", "exec"), ns)
     except SystemExit as e:
@@ -164,10 +212,12 @@ def _driver():
         finish(0)
     fn = ns.get(entry)
     if not callable_(fn):
-        emit({"k": "no_entry_point", "reason": "the program defines no function " + repr(entry)})
+        emit({"k": "no_entry_point", "reason": "the program defines no function " + repr_(entry)})
         finish(0)
     emit({"k": "loaded"})
-    for k, case in enumerate(cases):
+    for k, case in enumerate_(cases):
+        if start + k == hidden_from:
+            hidden_start()
         t = perf()
         try:
             r = fn(*case["args"], **case["kwargs"])
@@ -194,7 +244,8 @@ def _driver():
 
 
 _driver()
-'''.replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST))
+'''.replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST)).replace(
+    "HIDDEN_MARK", repr(HIDDEN_MARK.encode()))
 
 SYNTAX_CHECK = r'''
 import sys
@@ -235,7 +286,9 @@ class Verification(BaseModel):
     ``program_runs``: how many of ``executions`` ran the program (checker runs follow them);
     ``budget_s``: the grade's time budget it ran under (``registry.budget``; None: none);
     ``spent_s``: what its program runs were charged (the sandbox's wall clock, each at most its
-    limit); ``budget_spent``: the budget stopped it (a run cut short, or not started)."""
+    limit); ``budget_spent``: the budget stopped it (a run cut short, or not started);
+    ``hidden_part``: a joint job's hidden verification (``Job``); the runs that served both are in
+    this one's ``executions``, the hidden part holds only its own (its stdio runs, its checkers)."""
 
     kind: Literal["function", "stdio"] | None = None
     cases: list[CaseResult] = Field(default_factory=list)
@@ -251,6 +304,8 @@ class Verification(BaseModel):
     budget_s: float | None = None
     spent_s: float = 0.0
     budget_spent: bool = False
+    hidden_part: Verification | None = Field(
+        None, description="of a joint job (Job.which == 'both'): its hidden tests' verification; this one is the public tests'")
 
     @property
     def passed(self) -> int:
@@ -269,14 +324,32 @@ class Runner(Protocol):
 
 
 class Job(NamedTuple):
-    """One verification to do: a program against the public or the hidden tests of a task;
-    ``budget``: the sample's total time budget, shared by its jobs (``registry.budget``)."""
+    """One verification to do: a program against the public or the hidden tests of a task, or both
+    (``"both"``, a joint job: one verification of each, the hidden one in the public one's
+    ``hidden_part``); ``budget``: the sample's total time budget, shared by its jobs
+    (``registry.budget``). ``trace_id``: what its runs' trace ids start with (``.../public``);
+    of a joint job, the sample's own, to which its runs add ``/public+hidden`` (a function
+    task's runs, which serve both), ``/public/<k>``, ``/hidden/<k>`` (a stdio task's).
+
+    A joint job is for a grade that shows no observation between its public and its hidden tests
+    (a single-turn grade): a function task's program then answers both in one run, public tests
+    first (``HIDDEN_MARK`` between them on its stderr); a stdio task's hidden runs follow its public
+    ones a round later, in the same phase, sharing one compile check, and do not start when that
+    check failed or the public runs spent the budget. Joint jobs run in the hidden phase
+    (``registry.phases``): never beside a run whose output an agent sees before its hidden tests."""
 
     task: Task
     code: str
-    which: Literal["public", "hidden"] = "public"
+    which: Literal["public", "hidden", "both"] = "public"
     trace_id: str | None = None
     budget: Budget | None = None
+
+
+def shown_output(stderr: str) -> str:
+    """What a function task's run printed on its public tests: its stderr up to ``HIDDEN_MARK``
+    (all of it in a run without hidden tests). The mark is written by the driver before the first
+    hidden test of a joint run; a program that prints it itself only hides its own output."""
+    return stderr.partition(HIDDEN_MARK)[0]
 
 
 def run_limits(task: Task, stdin_chars: int = 0) -> Limits:
@@ -295,24 +368,24 @@ def verify(task: Task, code: str, sandbox: Runner, *, which: Literal["public", "
 
 def verify_many(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
     """Verify many (task, program, test group) jobs at once, results in job order: first every
-    public job, then every hidden one (``registry.phases``: a hidden run never runs at the same
-    time as a run whose output an agent sees, in this process, on any runner). Within a phase
+    public job, then every hidden and joint one (``registry.phases``: a hidden run never runs at the
+    same time as a run whose output an agent sees, in this process, on any runner). Within a phase
     every program run of every job goes to the runner in one ``run_many`` (so they run
     concurrently); runs stopped by their budget after some answers are resumed, all together, in
-    the next ``run_many``; then every checker run."""
+    the next ``run_many`` (and a joint stdio job's hidden runs with them); then every checker run."""
     out: list[Verification | None] = [None] * len(jobs)
-    for which in ("public", "hidden"):
-        idx = [k for k, job in enumerate(jobs) if job.which == which]
+    for which, members in (("public", ("public",)), ("hidden", ("hidden", "both"))):
+        idx = [k for k, job in enumerate(jobs) if job.which in members]
         if idx:
-            with phase(which):
+            with phase(which):  # type: ignore[arg-type]
                 for k, v in zip(idx, _verify_phase([jobs[k] for k in idx], runner), strict=True):
                     out[k] = v
-    assert all(v is not None for v in out), "a job that is neither public nor hidden"
+    assert all(v is not None for v in out), "a job that is neither public, hidden nor both"
     return [v for v in out if v is not None]
 
 
 def _verify_phase(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
-    """``verify_many`` of jobs of one kind (all public or all hidden)."""
+    """``verify_many`` of the jobs of one phase."""
     plans = [_plan(job) for job in jobs]
     while True:
         todo = [(plan, plan.take()) for plan in plans]
@@ -326,24 +399,29 @@ def _verify_phase(jobs: Sequence[Job], runner: Runner) -> list[Verification]:
             at += len(reqs)
     verifications: list[Verification] = []
     pending: list[tuple[Verification, list[_CheckItem], str | None]] = []
-    for job, plan in zip(jobs, plans, strict=True):
-        checks: list[_CheckItem] = []
-        v = plan.finish(checks)
-        if checks and not v.sandbox_error and not v.tampered:
-            pending.append((v, checks, job.trace_id))
-        verifications.append(v)
+    for plan in plans:
+        parts = plan.finish()
+        for v, checks, prefix in parts:
+            if checks and not v.sandbox_error and not v.tampered:
+                pending.append((v, checks, prefix))
+        first = parts[0][0]
+        if len(parts) > 1:
+            first.hidden_part = parts[1][0]
+        verifications.append(first)
     if pending:
         _run_checkers(pending, runner)
     return verifications
 
 
 _CheckItem = tuple[CaseResult, TestCase, Any]
+# a verification, the outputs its task's checker must judge, and its checker runs' trace id prefix
+_Part = tuple[Verification, list[_CheckItem], "str | None"]
 
 
 class _Plan(Protocol):
     def take(self) -> list[RunRequest]: ...  # the runs wanted now ([] when done)
     def feed(self, results: list[ExecutionResult]) -> None: ...
-    def finish(self, checks: list[_CheckItem]) -> Verification: ...
+    def finish(self) -> list[_Part]: ...  # the job's verification (and a joint job's hidden one)
 
 
 class _Done:
@@ -358,12 +436,14 @@ class _Done:
     def feed(self, results: list[ExecutionResult]) -> None:
         raise AssertionError("nothing was asked")
 
-    def finish(self, checks: list[_CheckItem]) -> Verification:
-        return self.v
+    def finish(self) -> list[_Part]:
+        return [(self.v, [], None)]
 
 
 def _plan(job: Job) -> _Plan:
     task, code, which, trace_id, budget = job
+    if which == "both":
+        return _joint_plan(task, code, trace_id, budget)
     cases = task.public_tests if which == "public" else task.hidden_tests
     limit = None if budget is None else budget.budget_s
     if not cases:
@@ -372,8 +452,78 @@ def _plan(job: Job) -> _Plan:
     if refused is not None:
         return _Done(Verification(kind=task.kind, syntax_error=refused, budget_s=limit))
     if task.kind == "function":
-        return _FunctionPlan(task, cases, code, which == "public", trace_id, budget)
+        return _FunctionPlan(task, cases, code, len(cases) if which == "public" else 0, trace_id, budget)
     return _StdioPlan(task, cases, code, which == "public", trace_id, budget)
+
+
+def _joint_plan(task: Task, code: str, root: str | None, budget: Budget | None) -> _Plan:
+    """A joint job's plan (see ``Job``): one function plan over the public and then the hidden
+    tests, or a stdio plan of each in sequence; a group without tests, or a program refused before
+    it runs, is planned apart."""
+    public_id, hidden_id = (None, None) if root is None else (f"{root}/public", f"{root}/hidden")
+    if not task.public_tests or not task.hidden_tests or refuse_program(code) is not None:
+        return _Both(_plan(Job(task, code, "public", public_id, budget)), _plan(Job(task, code, "hidden", hidden_id, budget)))
+    if task.kind == "function":
+        run_id = None if root is None else f"{root}/public+hidden"
+        return _FunctionPlan(task, [*task.public_tests, *task.hidden_tests], code, len(task.public_tests), run_id,
+                             budget, joint=(public_id, hidden_id))  # fmt: skip
+    first = _StdioPlan(task, task.public_tests, code, True, public_id, budget)
+    return _Chain(first, _StdioPlan(task, task.hidden_tests, code, False, hidden_id, budget, compiled_by=first))
+
+
+class _Both:
+    """Two plans side by side, round by round (a joint job planned apart)."""
+
+    def __init__(self, public: _Plan, hidden: _Plan) -> None:
+        self.plans = (public, hidden)
+        self.sizes = (0, 0)
+
+    def take(self) -> list[RunRequest]:
+        wanted = [p.take() for p in self.plans]
+        self.sizes = (len(wanted[0]), len(wanted[1]))
+        return wanted[0] + wanted[1]
+
+    def feed(self, results: list[ExecutionResult]) -> None:
+        a = self.sizes[0]
+        for plan, mine in zip(self.plans, (results[:a], results[a:]), strict=True):
+            if mine:
+                plan.feed(mine)
+
+    def finish(self) -> list[_Part]:
+        return [self.plans[0].finish()[0], self.plans[1].finish()[0]]
+
+
+class _Chain:
+    """A joint stdio job: its public runs (and the compile check), then, a round later, its hidden
+    runs, unless the check failed or the sandbox did (the hidden runs are then not made: a program
+    that does not compile has no hidden verdict, and a failed try is made again whole)."""
+
+    def __init__(self, first: _StdioPlan, second: _StdioPlan) -> None:
+        self.first, self.second = first, second
+        self.stage = 0
+
+    def take(self) -> list[RunRequest]:
+        if self.stage == 0:
+            reqs = self.first.take()
+            if reqs:
+                return reqs
+            self.stage = 1
+        if self.stage == 1:
+            self.stage = 2
+            if self.first.compiled():
+                return self.second.take()
+        return []
+
+    def feed(self, results: list[ExecutionResult]) -> None:
+        (self.first if self.stage == 0 else self.second).feed(results)
+
+    def finish(self) -> list[_Part]:
+        public = self.first.finish()[0]
+        if self.second.started:
+            return [public, self.second.finish()[0]]
+        pv = public[0]
+        return [public, (Verification(kind="stdio", budget_s=pv.budget_s, syntax_error=pv.syntax_error,
+                                      sandbox_error=pv.sandbox_error), [], self.second.trace_id)]  # fmt: skip
 
 
 def refuse_program(code: str) -> str | None:
@@ -557,19 +707,27 @@ def _load_value(text: str, nodes: int, depth: int, max_nodes: int | None) -> tup
 
 
 class _FunctionPlan:
-    """One program against one group of function tests, in as many runs as its budget needs."""
+    """One program against function tests, in as many runs as its budget needs. ``cases[:shown]``
+    are shown (their inputs, values and tracebacks go into the feedback), the rest are not.
+    ``joint``: the checker trace id prefixes of a joint job's two parts (``Job``): ``cases`` are
+    then its public tests, ``shown`` of them, followed by its hidden ones, and ``finish`` gives a
+    verification of each; the facts of the runs (executions, time charged, a sandbox failure,
+    tampering, a syntax or load error) are the first part's, and the second shares the verdicts."""
 
-    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None,
-                 grade_budget: Budget | None = None) -> None:  # fmt: skip
-        self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
+    def __init__(self, task: Task, cases: Sequence[TestCase], code: str, shown: int, trace_id: str | None,
+                 grade_budget: Budget | None = None, *, joint: tuple[str | None, str | None] | None = None) -> None:  # fmt: skip
+        self.task, self.cases, self.code, self.shown, self.trace_id = task, cases, code, shown, trace_id
         self.grade_budget = grade_budget
-        self.v = Verification(kind="function", budget_s=None if grade_budget is None else grade_budget.budget_s)
+        self.joint = joint
+        limit = None if grade_budget is None else grade_budget.budget_s
+        self.parts = [Verification(kind="function", budget_s=limit) for _ in range(2 if joint else 1)]
+        self.v = self.parts[0]
         self.results: dict[int, CaseResult] = {}
         self.to_check: dict[int, Any] = {}  # test -> the returned value, for the task's checker
         self.next = 0  # the first test not yet decided
         self.nonce = ""
         self.want = True  # a run is due
-        self.silent = True  # no answer so far (nothing returned but None, no error, no crash)
+        self.silent = [True] * len(self.parts)  # per part: no answer so far (nothing but None, no error, no crash)
         self.parse_left = self.parse_chars_left = 0  # what the host still parses of the current run's values
         self.budget_s = 0.0  # the current run's time budget
         self.capped = False  # the current run's budget is what was left of the grade's, less than its own
@@ -580,6 +738,7 @@ class _FunctionPlan:
         self.want = False
         self.nonce = secrets.token_hex(16)
         spec = json.dumps({"nonce": self.nonce, "code": self.code, "entry_point": self.task.entry_point, "start": self.next,
+                           "hidden_from": self.shown if self.joint else None,
                            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
         tid = None if self.trace_id is None else self.trace_id + (f"/from/{self.next}" if self.next else "")
         limits = run_limits(self.task, len(spec))
@@ -651,15 +810,20 @@ class _FunctionPlan:
             if ch.calls and not self._stalled(res, reported, unexplained):
                 self.want = True
                 return
-            v.timeout, self.silent = True, False
+            self._part(self.next).timeout = True
+            self._speak(self.next)
             limit = f"over the time limit of {self.task.timeout_s:g} s (measured by the sandbox)"
             self._set(self.next, "timeout", limit if ch.header is not None else f"loading the program took {limit}")
             self._rest("skipped", "not run: an earlier test ran out of time")
         elif res.oom:
-            v.oom, self.silent = True, False
+            self._part(self.next).oom = True
+            self._speak(self.next)
             self._rest("error", "out of memory")
         elif res.stdout_truncated:
-            self.silent = False
+            self._speak(self.next)
+            if ch.calls:  # the answers so far fill the run's channel: the rest in a run of their own
+                self.want = True
+                return
             self._rest("missing", "the results went over the output limit")
         else:
             why = f"exit code {res.exit_code}" if res.exit_code is not None else f"signal {res.signal}"
@@ -671,15 +835,16 @@ class _FunctionPlan:
                 self._rest("error", v.load_error)
                 return
             if res.exit_code != 0:
-                self.silent = False  # a crash in a call, not a program that did nothing
+                self._speak(self.next)  # a crash in a call, not a program that did nothing
             self._rest("missing", f"the program stopped before this test returned ({why})")
 
     def _out_of_budget(self) -> None:
         """The grade's time budget is spent: the test in flight (or due) times out, the rest are
         not run."""
         assert self.grade_budget is not None
-        self.v.timeout = self.v.budget_spent = True
-        self.silent = False
+        part = self._part(self.next)
+        part.timeout = part.budget_spent = True
+        self._speak(self.next)
         self._set(self.next, "timeout", self.grade_budget.message())
         self._rest("skipped", "not run: the grade's time budget was spent")
 
@@ -689,11 +854,21 @@ class _FunctionPlan:
         answered calls' reported times do not account for (less start-up), and, when the run was
         idle at the kill (it slept: ``timeout_kind == "wall"``, no wait for a CPU to stretch it),
         the wall clock left after them. A run that gave many fast answers before the budget cut a
-        call short is resumed as before."""
+        call short is resumed as before.
+
+        And the call in flight must have had that long by the sandbox's own clock too: the time
+        from the last answer's arrival (``stdout_last_ms``) to the end of the run. The CPU time
+        left over is not the call in flight's when the program made it while answering earlier
+        calls and reported them as instant (forged times): such a run was cut short after an answer
+        that just came, and is resumed, as its honest twin is, until the grade's budget stops it
+        (a stalled call that loses only its own test would be worth more than that)."""
+        limit = SLOW_FRACTION * self.task.timeout_s
         spent = unexplained
         if res.timeout_kind == "wall":
             spent = max(spent, res.execution_time_ms / 1000 - reported - START_UP_S)
-        return spent >= SLOW_FRACTION * self.task.timeout_s
+        if res.stdout_last_ms is not None and (res.execution_time_ms - res.stdout_last_ms) / 1000 < limit:
+            return False
+        return spent >= limit
 
     def _slow_error(self, i: int, spent_s: float, how: str) -> bool:
         """Call ``i`` failed after ``spent_s``: a timeout when that is most of its limit (the
@@ -701,7 +876,8 @@ class _FunctionPlan:
         limit = self.task.timeout_s
         if spent_s < SLOW_FRACTION * limit:
             return False
-        self.v.timeout, self.silent = True, False
+        self._part(i).timeout = True
+        self._speak(i)
         self._set(i, "timeout", f"the call {how} after {spent_s:.2f} s, {SLOW_FRACTION:.0%} or more of the time limit of "
                                 f"{limit:g} s: too slow (stopping itself short of the limit does not make it faster)")  # fmt: skip
         return True
@@ -711,16 +887,17 @@ class _FunctionPlan:
         r = self._new(msg.i)
         r.elapsed_ms = round(msg.s * 1000, 3)
         self.results[msg.i] = r
+        show = msg.i < self.shown
         if isinstance(msg, _CallError):
-            self.silent = False
+            self._speak(msg.i)
             r.status, r.error = "error", _short(f"{msg.error}: {msg.message}")
-            r.traceback = _short(msg.traceback) if self.show else None
+            r.traceback = _short(msg.traceback) if show else None
             return
-        if self.show:
+        if show:
             r.got = _short(msg.value)
         got, problem = self._parse(msg.value)
         if problem is not None or got is not None:
-            self.silent = False
+            self._speak(msg.i)
         if problem is not None:
             r.status, r.error = "error", problem
         elif case.checker is not None:
@@ -741,16 +918,26 @@ class _FunctionPlan:
             self.parse_left -= nodes
         return got, problem
 
+    def _part(self, i: int) -> Verification:
+        """The verification test ``i`` belongs to."""
+        return self.parts[-1] if self.joint and i >= self.shown else self.parts[0]
+
+    def _speak(self, i: int) -> None:
+        """Test ``i``'s part answered something (it is no "no attempt")."""
+        self.silent[1 if self.joint and i >= self.shown else 0] = False
+
     def _new(self, i: int) -> CaseResult:
-        r = CaseResult(index=i, status="missing", input=self.cases[i].describe_input() if self.show else "")
-        if self.show:
+        show = i < self.shown
+        index = i - self.shown if self.joint and i >= self.shown else i
+        r = CaseResult(index=index, status="missing", input=self.cases[i].describe_input() if show else "")
+        if show:
             r.expected = _short(json.dumps(self.cases[i].expected))
         return r
 
     def _set(self, i: int, status: CaseStatus, error: str, traceback: str | None = None) -> None:
         r = self._new(i)
         r.status, r.error = status, error
-        r.traceback = traceback if self.show else None
+        r.traceback = traceback if i < self.shown else None
         self.results[i] = r
 
     def _rest(self, status: CaseStatus, error: str, traceback: str | None = None) -> None:
@@ -759,19 +946,29 @@ class _FunctionPlan:
                 self._set(i, status, error, traceback)
         self.next = len(self.cases)
 
-    def finish(self, checks: list[_CheckItem]) -> Verification:
+    def finish(self) -> list[_Part]:
         v = self.v
+        for other in self.parts[1:]:  # what the runs say of the program as a whole is both parts'
+            other.sandbox_error, other.syntax_error, other.tampered = v.sandbox_error, v.syntax_error, v.tampered
+            other.load_error = v.load_error
+        prefixes = self.joint or (self.trace_id,)
         if v.sandbox_error or v.syntax_error:
-            return v
+            return [(part, [], prefix) for part, prefix in zip(self.parts, prefixes, strict=True)]
         if v.tampered:
             why = f"not counted: the program tampered with the verifier's result channel ({v.tampered})"
             for i in range(len(self.cases)):
                 self._set(i, "error", why)
             self.to_check.clear()
-        v.cases = [self.results.get(i) or self._new(i) for i in range(len(self.cases))]
-        checks.extend((self.results[i], self.cases[i], got) for i, got in self.to_check.items())
-        v.no_answer = self.silent and not v.tampered and not v.timeout and not v.oom
-        return v
+        cases = [self.results.get(i) or self._new(i) for i in range(len(self.cases))]
+        split = self.shown if self.joint else len(cases)
+        out: list[_Part] = []
+        for k, (part, prefix) in enumerate(zip(self.parts, prefixes, strict=True)):
+            lo, hi = (0, split) if k == 0 else (split, len(cases))
+            part.cases = cases[lo:hi]
+            checks = [(self.results[i], self.cases[i], got) for i, got in self.to_check.items() if lo <= i < hi]
+            part.no_answer = self.silent[k] and not v.tampered and not part.timeout and not part.oom
+            out.append((part, checks, prefix))
+        return out
 
 
 # ----------------------------------------------------------------------------- stdio tasks
@@ -779,21 +976,31 @@ class _FunctionPlan:
 
 class _StdioPlan:
     """A compile check, then one run per test, all at once (each run's limit at most what is left
-    of the grade's budget; none when it is spent)."""
+    of the grade's budget; none when it is spent). ``compiled_by``: another plan of the same
+    program whose compile check this one shares (a joint job's hidden runs: ``_Chain``)."""
 
     def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None,
-                 grade_budget: Budget | None = None) -> None:  # fmt: skip
+                 grade_budget: Budget | None = None, *, compiled_by: _StdioPlan | None = None) -> None:  # fmt: skip
         self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
         self.grade_budget = grade_budget
+        self.compiled_by = compiled_by
         self.due = True
+        self.started = False
         self.capped = self.unrun = False
         self.results: list[ExecutionResult] = []
         self.limits: list[Limits] = []
+        self.spent_s = 0.0  # what its runs were charged (``feed``)
+        self.over = False  # its runs spent the grade's budget
+
+    def compiled(self) -> bool:
+        """Its runs are back, the sandbox failed none of them, and the program compiles."""
+        return bool(self.results) and not any(r.sandbox_error for r in self.results) and self.results[0].exit_code == 0
 
     def take(self) -> list[RunRequest]:
         if not self.due:
             return []
         self.due = False
+        self.started = True
         lim = Limits(timeout_s=self.task.timeout_s, memory_mb=self.task.memory_mb, max_stdin_bytes=64 << 20)
         if self.grade_budget is not None:
             left = self.grade_budget.left_s
@@ -804,15 +1011,35 @@ class _StdioPlan:
                 self.capped = True
                 lim = lim.model_copy(update={"timeout_s": left})
         check = Limits(timeout_s=10.0)
-        self.limits = [check] + [lim] * len(self.cases)
         tid = self.trace_id
-        return [RunRequest(code=SYNTAX_CHECK, stdin=self.code, limits=check, trace_id=f"{tid}/syntax")] + [
-            RunRequest(code=self.code, stdin=c.stdin or "", limits=lim, trace_id=f"{tid}/{i}") for i, c in enumerate(self.cases)]  # fmt: skip
+        runs = [RunRequest(code=self.code, stdin=c.stdin or "", limits=lim, trace_id=f"{tid}/{i}") for i, c in enumerate(self.cases)]
+        self.limits = [lim] * len(self.cases)
+        if self.compiled_by is not None:
+            return runs
+        self.limits.insert(0, check)
+        return [RunRequest(code=SYNTAX_CHECK, stdin=self.code, limits=check, trace_id=f"{tid}/syntax"), *runs]
 
     def feed(self, results: list[ExecutionResult]) -> None:
+        """Take the runs and charge them to the grade's budget at once (a joint job's hidden runs,
+        a round later, get what is left)."""
         self.results = results
+        if any(r.sandbox_error for r in results):
+            return
+        budget = self.grade_budget
+        for res, lim in zip(results, self.limits, strict=True):
+            seconds = min(res.execution_time_ms / 1000, lim.timeout_s)
+            self.spent_s = round(self.spent_s + seconds, 6)
+            if budget is not None:
+                budget.charge(seconds)
+        outs = results if self.compiled_by is not None else results[1:]
+        # the runs started together: all of them may add up to more than was left
+        self.over = budget is not None and (budget.left_s <= 0 or (self.capped and any(r.timeout_hit for r in outs)))
 
-    def finish(self, checks: list[_CheckItem]) -> Verification:
+    def finish(self) -> list[_Part]:
+        checks: list[_CheckItem] = []
+        return [(self._finish(checks), checks, self.trace_id)]
+
+    def _finish(self, checks: list[_CheckItem]) -> Verification:
         budget = self.grade_budget
         v = Verification(kind="stdio", budget_s=None if budget is None else budget.budget_s)
         if self.unrun:
@@ -823,16 +1050,16 @@ class _StdioPlan:
                                   input=_short(c.stdin or "") or "" if self.show else "") for i, c in enumerate(self.cases)]  # fmt: skip
             return v
         results = self.results
-        syntax, outs = results[0], results[1:]
+        if self.compiled_by is not None:
+            syntax, outs = self.compiled_by.results[0], results
+        else:
+            syntax, outs = results[0], results[1:]
         v.executions, v.program_runs = list(results), len(results)
         errors = [r.sandbox_error for r in results if r.sandbox_error]
         if errors:
             v.sandbox_error = errors[0]
             return v
-        for res, lim in zip(results, self.limits, strict=True):
-            _charge(v, budget, res, lim.timeout_s)
-        # the runs started together: all of them may add up to more than was left
-        over = budget is not None and (budget.left_s <= 0 or (self.capped and any(r.timeout_hit for r in outs)))
+        v.spent_s, over = self.spent_s, self.over
         if syntax.exit_code != 0:
             v.syntax_error = syntax.stdout.strip() or "the program does not compile"
         v.timeout = any(r.timeout_hit for r in outs)

@@ -225,8 +225,10 @@ def test_grade_many_batches_everything_and_judges_identical_candidates_once() ->
              (t2, t2.reference_solution), (t2, "print(1)\n"), (t2, t2.reference_solution)]  # fmt: skip
     runner = CountingRunner()
     grades = grade_many(items, sandbox=runner)
-    # one batch of public runs, then one of hidden runs (registry.phases), no checker batch; duplicates not re-run
-    assert runner.batches == [2 + 2 * (1 + len(t2.public_tests)), 2 + 2 * (1 + len(t2.hidden_tests))]
+    # joint jobs (a single-turn grade): one batch with each function program's one run (public and
+    # hidden tests) and each stdio program's compile check and public runs, then one with the stdio
+    # programs' hidden runs (they compile); no checker batch; duplicates not re-run
+    assert runner.batches == [2 + 2 * (1 + len(t2.public_tests)), 2 * len(t2.hidden_tests)]
     assert [g.reward for g in grades] == [grade(t, c, sandbox=get_sandbox("process")).reward for t, c in items]
     assert grades[0] == grades[2] and grades[0] is not grades[2]
     assert [g.reward for g in grades] == [1.0, grades[1].reward, 1.0, 1.0, grades[4].reward, 1.0]
@@ -312,11 +314,11 @@ class FlakyRunner:
 
 def test_a_sandbox_failure_is_run_once_more_by_the_one_path() -> None:
     task = BY_ID["builtin/sum-of-evens"]
-    once = FlakyRunner(1)  # the public phase fails, the hidden one does not: the public runs are asked again
-    assert grade(task, task.reference_solution, sandbox=once).reward == 1.0 and once.batches == 3
-    twice = FlakyRunner(3)  # public, hidden, and the public phase again
+    once = FlakyRunner(1)  # the joint run (public and hidden tests) fails: it is asked again
+    assert grade(task, task.reference_solution, sandbox=once).reward == 1.0 and once.batches == 2
+    twice = FlakyRunner(2)  # and the second try fails too: no reward
     res = grade(task, task.reference_solution, sandbox=twice)
-    assert res.reward is None and res.sandbox_error == "worker lost" and twice.batches == 4
+    assert res.reward is None and res.sandbox_error == "worker lost" and twice.batches == 2
     env = CodeExecEnv(tasks=[task], executor=FlakyRunner(1))
     env.reset(seed=0)
     assert env.step(task.reference_solution)[1] == 1.0
@@ -512,7 +514,7 @@ def test_a_correct_program_never_meets_the_grade_budget() -> None:
     task, counter = MANY_TESTS, CountingRunner()
     res = grade(task, task.reference_solution, sandbox=counter)
     assert (res.breakdown.tier, res.reward) == ("all_tests", 1.0)
-    assert counter.batches == [1, 1]  # every test, in one run per group, as without a budget
+    assert counter.batches == [1]  # every test, public and hidden, in one run, as without a budget
     assert 0 < res.spent_s < budget_s(task) / 10 and res.breakdown.budget_s == budget_s(task)
     off = grade(task, task.reference_solution, sandbox=get_sandbox("process"), config=RewardConfig(grade_budget_runs=None))
     assert (off.reward, off.breakdown.hidden_passed, off.breakdown.budget_s) == (1.0, res.breakdown.hidden_passed, None)
@@ -607,3 +609,59 @@ def test_a_program_at_the_size_limit_still_runs() -> None:
     code = task.reference_solution
     code += "#" * (MAX_PROGRAM_BYTES - len(code.encode()) - 1) + "\n"
     assert len(code.encode()) == MAX_PROGRAM_BYTES and g(task, code).reward == 1.0
+
+
+# ------------------------------------------------------------------ joint runs (single-turn)
+
+
+def _two_phase(task: Task, code: str) -> Grade:
+    """The same grade with its public and hidden tests in runs of their own, one phase after the
+    other (what a multi-turn step does, and what every grade did before joint jobs)."""
+    from code_env.grading import RunSummary
+    from registry.budget import Budget
+    from registry.verify import Job, verify_many
+
+    budget = Budget(budget_s(task))
+    pub, hid = verify_many([Job(task, code, "public", "p/public", budget), Job(task, code, "hidden", "p/hidden", budget)],
+                           get_sandbox("process"))  # fmt: skip
+    b = aggregate(pub, None if pub.syntax_error else hid, RewardConfig())
+    return Grade(problem_id=task.problem_id, reward=b.reward, breakdown=b, feedback=pub.cases, run=RunSummary.of(pub))
+
+
+CRASH_IN_HIDDEN = "import os\ndef sum_of_evens(nums):\n    if nums == [2, 4, 6, 8]:\n        os._exit(3)\n" \
+                  "    return sum(n for n in nums if n % 2 == 0)\n"  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["reference", "wrong", "empty", "hard-coded", "syntax", "load-error", "crash-in-hidden"])
+@pytest.mark.parametrize("task", [BY_ID["builtin/sum-of-evens"], BY_ID["builtin/edit-distance"], BY_ID["builtin/fizzbuzz-line"],
+                                  *STDIO_TASKS[:1]], ids=lambda t: t.problem_id)  # fmt: skip
+def test_a_joint_grade_gives_the_reward_and_feedback_of_separate_runs(task: Task, which: str) -> None:
+    code = {"reference": task.reference_solution, "wrong": wrong_answer(task), "empty": empty_solution(task),
+            "hard-coded": hard_coded(task), "syntax": "def (:\n", "load-error": "raise RuntimeError('at import')\n",
+            "crash-in-hidden": CRASH_IN_HIDDEN if task.problem_id == "builtin/sum-of-evens" else task.reference_solution}[which]  # fmt: skip
+    joint, apart = g(task, code), _two_phase(task, code)
+    assert (joint.reward, joint.breakdown.tier) == (apart.reward, apart.breakdown.tier), (joint.breakdown, apart.breakdown)
+    assert (joint.breakdown.public_passed, joint.breakdown.public_total) == (apart.breakdown.public_passed, apart.breakdown.public_total)
+    assert [c.model_dump(exclude={"elapsed_ms"}) for c in joint.feedback] == [c.model_dump(exclude={"elapsed_ms"}) for c in apart.feedback]
+    if which != "crash-in-hidden":  # (a run that ends in a hidden test answers none after it)
+        assert joint.breakdown.hidden_total == apart.breakdown.hidden_total
+        assert joint.breakdown.hidden_passed == apart.breakdown.hidden_passed
+
+
+def test_a_joint_run_shows_what_the_program_printed_on_the_public_tests_only() -> None:
+    task = BY_ID["builtin/sum-of-evens"]
+    code = "import sys\nprint('LOADED', file=sys.stderr)\ndef sum_of_evens(nums):\n    print('ARGS', nums)\n" \
+           "    return sum(n for n in nums if n % 2 == 0)\n"  # fmt: skip
+    judged = judge_many([(task, code)], sandbox=get_sandbox("process"))[0]
+    assert judged.grade.reward == 1.0
+    (run,) = judged.public.executions  # one run answered both groups
+    assert run.trace_id is not None and run.trace_id.endswith("/public+hidden")
+    assert judged.hidden is not None and judged.hidden.executions == []
+    shown = judged.grade.run.stderr
+    assert "LOADED\n" in shown and all(f"ARGS {c.args[0]}" in shown for c in task.public_tests)
+    assert not any(f"ARGS {c.args[0]}" in shown for c in task.hidden_tests)  # the hidden inputs are not shown
+    assert all(f"ARGS {c.args[0]}" in run.stderr for c in task.hidden_tests)  # (the raw run, for the log, has them)
+    env = CodeExecEnv(tasks=[task], executor=get_sandbox("process"))
+    env.reset(seed=0)
+    obs = env.step(code)[0]
+    assert obs["stderr"] == shown

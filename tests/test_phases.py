@@ -14,7 +14,7 @@ import pytest
 import registry
 from code_env.grading import judge_many
 from registry.phases import PhaseLock
-from registry.verify import Job, Verification, _verify_phase
+from registry.verify import Job, Verification, _verify_phase, verify_many
 
 from .conftest import BACKENDS, get_sandbox
 
@@ -46,6 +46,10 @@ def overlaps(public: list[tuple[float, float]], hidden: list[tuple[float, float]
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_hidden_run_overlaps_a_public_one_in_a_batch_or_across_threads(backend: str) -> None:
+    """Single-turn grades (joint runs: public and hidden tests in one run, or a stdio task's hidden
+    runs after its public ones) in three threads, and the public verification of a multi-turn step
+    (its output is what the agent reads next) in two more: no run that sees hidden inputs meets a
+    public one."""
     sb = get_sandbox(backend)
     items = [(EVENS, EVENS_CODE), (FIZZ, FIZZ_CODE), (EVENS, EVENS_CODE + "\n# another\n")]
     public: list[tuple[float, float]] = []
@@ -56,27 +60,35 @@ def test_no_hidden_run_overlaps_a_public_one_in_a_batch_or_across_threads(backen
     def grade() -> None:
         try:
             judged = judge_many(items, sandbox=sb)
-            with lock:
-                public.extend(spans([j.public for j in judged]))
-                hidden.extend(spans([j.hidden for j in judged]))
+            with lock:  # every run of a single-turn grade is of the hidden phase
+                hidden.extend(spans([j.public for j in judged] + [j.hidden for j in judged]))
             assert all(j.grade.reward == 1.0 for j in judged), [j.grade.breakdown for j in judged]
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=grade) for _ in range(3)]
+    def step() -> None:
+        try:
+            for v in verify_many([Job(t, c, "public") for t, c in items], sb):
+                assert v.passed == v.total, v
+                with lock:
+                    public.extend(spans([v]))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=grade) for _ in range(3)] + [threading.Thread(target=step) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors, errors
-    assert len(public) >= 3 * 3 and len(hidden) >= 3 * 3  # every run stamped (stdio: one per test)
+    assert len(public) >= 2 * 3 and len(hidden) >= 3 * 3  # every run stamped (stdio: one per test)
     assert overlaps(public, hidden) == 0
 
     # the control: the same jobs in one unphased batch do overlap, so the check above can fail
-    jobs = [Job(t, c, which) for t, c in items for which in ("public", "hidden")]
+    jobs = [Job(t, c, which) for t, c in items for which in ("public", "both")]
     mixed = _verify_phase(jobs, sb)
     assert overlaps(spans([v for v, j in zip(mixed, jobs, strict=True) if j.which == "public"]),
-                    spans([v for v, j in zip(mixed, jobs, strict=True) if j.which == "hidden"])) > 0  # fmt: skip
+                    spans([v for v, j in zip(mixed, jobs, strict=True) if j.which == "both"])) > 0  # fmt: skip
 
 
 def test_the_phase_lock_admits_one_phase_at_a_time_and_starves_neither() -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from registry.verify import shown_output
+
 from .._visible import visible
 from ..trajectory import text_of
 from ._read import episodes, numbered, outcome, turns_exhausted
@@ -73,7 +75,8 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
     verifier's own runs and lines are left out.
 
     The runs are told apart by their trace ids, which the grader and the verifier set (never the
-    program): ``<step>/public`` and ``<step>/public/from/<k>`` run a function task's program
+    program): ``<step>/public`` and ``<step>/public/from/<k>`` (``<step>/public+hidden...`` for a
+    joint run, of which only what it printed before its hidden tests is shown) run a function task's program
     under the verifier's driver, whose stdout is the verifier's result channel (nonce-tagged
     lines) while the program's prints and errors go to stderr; ``<step>/public/<k>`` runs a stdio
     task's program on test k (its stdout and stderr are the program's; shown for the first test
@@ -85,7 +88,11 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
     stdio_runs: dict[int, dict[str, Any]] = {}
     for run in rec.get("executions") or []:
         tid = run.get("trace_id") if isinstance(run, dict) else None
-        if not isinstance(tid, str) or not (tid == base or tid.startswith(base + "/")):
+        if not isinstance(tid, str):
+            continue
+        if tid.startswith(base + "+hidden"):  # a joint run (public tests, then hidden: shown_output)
+            tid = base + tid[len(base) + len("+hidden") :]
+        if not (tid == base or tid.startswith(base + "/")):
             continue
         rest = tid[len(base) + 1 :]
         if tid == base or rest.startswith("from/"):
@@ -93,7 +100,7 @@ def program_output(rec: dict[str, Any]) -> list[tuple[str, str, bool]]:
         elif rest.isdigit():
             stdio_runs[int(rest)] = run
     if function_runs:
-        text = "".join(text_of(r.get("stderr")) for r in function_runs)
+        text = "".join(shown_output(text_of(r.get("stderr"))) for r in function_runs)
         truncated = any(r.get("stderr_truncated") for r in function_runs)
         return [("program output (prints and errors, public tests)", text, truncated)] if text or truncated else []
     if not stdio_runs:
