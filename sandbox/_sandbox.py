@@ -224,7 +224,9 @@ class Sandbox:
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._live().size, thread_name_prefix="sandbox")
+                backend = self._live()  # (a backend that queues requests per worker takes more threads)
+                self._pool = ThreadPoolExecutor(max_workers=getattr(backend, "concurrency", backend.size),
+                                                thread_name_prefix="sandbox")  # fmt: skip
             return self._pool
 
     # -- lifecycle
