@@ -79,6 +79,40 @@ def pivot_root(new_root: str, put_old: str) -> None:
     _check(_libc.syscall(ctypes.c_long(nr), new_root.encode(), put_old.encode()), "pivot_root")
 
 
+CLONE_VM = 0x00000100
+CLONE_FILES = 0x00000400
+SIGCHLD = 17
+# pause(2), which only a signal ends; architectures without it (aarch64, riscv64...) have no sleeper
+_SYS_PAUSE = {"x86_64": 34}
+
+
+def sleeper_available() -> bool:
+    """Whether ``clone_sleeper`` works on this machine."""
+    return os.uname().machine in _SYS_PAUSE
+
+
+def clone_sleeper(stack: ctypes.Array[ctypes.c_char]) -> int:
+    """A child process that shares this process's memory and file table (``CLONE_VM |
+    CLONE_FILES``: no page table is copied, nothing is torn down when it dies) and only sleeps, in
+    ``pause(2)``, until it is killed; its pid. It runs no Python: the thread function is libc's
+    ``syscall`` with the number of ``pause`` for its argument, on ``stack`` (kept alive by the caller
+    until the child is reaped). It gets a copy of this process's signal dispositions, so the caller
+    must have no signal handler installed (a handler would run in the sleeper, on this process's
+    memory): with none, a signal sent to it by anything but SIGKILL (and, as the init of a PID
+    namespace, any signal from inside the namespace) is ignored by the kernel. After
+    ``unshare(CLONE_NEWPID)`` it is the new namespace's PID 1, which the caller's next child joins."""
+    nr = _SYS_PAUSE.get(os.uname().machine)
+    if nr is None:
+        raise OSError(errno.ENOSYS, f"no sleeper on {os.uname().machine}")
+    top = (ctypes.addressof(stack) + len(stack) - 64) & ~0xF  # 16-byte aligned, below the end
+    fn = ctypes.cast(_libc.syscall, ctypes.c_void_p)
+    pid = _libc.clone(fn, ctypes.c_void_p(top), ctypes.c_int(CLONE_VM | CLONE_FILES | SIGCHLD), ctypes.c_void_p(nr))
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone (sleeper): {os.strerror(err)}")
+    return int(pid)
+
+
 def sethostname(name: str) -> None:
     raw = name.encode()
     _check(_libc.sethostname(raw, ctypes.c_size_t(len(raw))), "sethostname")

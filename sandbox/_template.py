@@ -149,6 +149,13 @@ class Template:
         self.proc_options: str = cfg["proc_options"]  # a forking run's own /proc (_private_setup)
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
+        # sleepers (init_kind): the machine has them, and the stack of each one alive
+        self.sleeper: bool = cfg.get("sleeper", False)
+        self.stacks: dict[int, ctypes.Array[ctypes.c_char]] = {}
+        if self.sleeper:
+            # a sleeper gets a copy of our signal dispositions: no handler may be among them (Python
+            # installs one for SIGINT; the run's child puts it back for the program, _run_child)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     def offer_listener(self, bpf: bytes | None) -> None:
         """Load the sysinfo layer (``_seccomp``) into this process, whose every run child inherits
@@ -184,8 +191,8 @@ class Template:
                         fds.frombytes(data[: len(data) - (len(data) % fd_size)])
                 spec = json.loads(msg[1:])
                 try:
-                    pid = self.fork_child(spec, list(fds))
-                    self.sock.send(b"P%d" % pid)
+                    pid, sleeper = self.fork_child(spec, list(fds))
+                    self.sock.send(b"P%d %d" % (pid, sleeper))
                 except OSError as exc:
                     self.sock.send(b"E" + f"{type(exc).__name__}: {exc}".encode())
                 finally:
@@ -197,26 +204,35 @@ class Template:
                 if ret != pid:
                     self.sock.send(b"E" + f"wait4({pid}): {os.strerror(ctypes.get_errno())}".encode())
                 else:
+                    self.stacks.pop(pid, None)  # a sleeper's stack, free once it is gone
                     self.sock.sendmsg([b"S", memoryview(self.status).cast("B"), memoryview(self.rusage)[:144]])
                 ctypes.memset(ctypes.byref(self.status), 0, ctypes.sizeof(self.status))
                 ctypes.memset(self.rusage, 0, ctypes.sizeof(self.rusage))
             elif op == b"X":
                 os._exit(0)
 
-    def fork_child(self, spec: dict[str, Any], fds: list[int]) -> int:
-        wrapped = has_init(spec, uid_switch=self.uid_switch, weak=self.weak)
-        if wrapped:
-            _linux.unshare(_linux.CLONE_NEWPID)  # the child is the init of a PID namespace of its own
-        pid = -1
+    def fork_child(self, spec: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+        """Fork the run's child (and its sleeper, ``init_kind``): their pids (the sleeper's, -1)."""
+        kind = init_kind(spec, uid_switch=self.uid_switch, weak=self.weak, sleeper=self.sleeper)
+        own_ns = kind != "none"
+        if own_ns:
+            # the next child made is the PID 1 of a PID namespace of its own: the run's child (which
+            # forks the program, becoming its init) or a sleeper (and the run's child is its PID 2)
+            _linux.unshare(_linux.CLONE_NEWPID)
+        pid = sleeper = -1
         try:
+            if kind == "sleeper":
+                stack = ctypes.create_string_buffer(SLEEPER_STACK_BYTES)
+                sleeper = _linux.clone_sleeper(stack)
+                self.stacks[sleeper] = stack  # until it is reaped
             pid = os.fork()
         finally:
-            if wrapped and pid != 0 and self.own_pidns is not None:
+            if own_ns and pid != 0 and self.own_pidns is not None:
                 _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
         if pid == 0:
             self.sock.close()
             _run_child(self, spec, fds)  # never returns
-        return pid
+        return pid, sleeper
 
 
 def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
@@ -224,7 +240,8 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
     stdin_r, out_w, err_w, st_w, go_r = fds
     status_fd = st_w
     forking = spec["max_processes"] > 1
-    wrapped = has_init(spec, uid_switch=t.uid_switch, weak=t.weak)
+    kind = init_kind(spec, uid_switch=t.uid_switch, weak=t.weak, sleeper=t.sleeper)
+    wrapped = kind == "init"
     workdir = weak_workdir(t.weak_parent, os.getpid()) if t.weak else WORKDIR
     try:
         _child.set_process_name("code-env-run")
@@ -235,7 +252,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         if t.weak:
             _weak_setup(t, workdir)
         else:
-            _private_setup(t, spec, wrapped)
+            _private_setup(t, spec, own_pid_ns=kind != "none")
         for i, fd in enumerate((stdin_r, out_w, err_w, st_w, go_r)):
             if fd != i:
                 os.dup2(fd, i)
@@ -264,6 +281,8 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         if not t.uid_switch and not t.weak:
             _linux.drop_capabilities()  # uid 0 of our user namespace: keep no capability
         _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+        if t.sleeper:  # the template has no handler (for its sleepers): the program gets Python's back
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         t.filters[forking].install()  # the environment is already the run's
         os.write(3, b"R")
         os.close(3)
@@ -276,7 +295,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         os._exit(status)
 
 
-def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
+def _private_setup(t: Template, spec: dict[str, Any], *, own_pid_ns: bool) -> None:
     """A mount, an IPC and a cgroup namespace of the run's own, its own disk (a tmpfs the kernel
     frees with the mount namespace) and, with an init, its own /proc. The cgroup namespace is made
     once the child is in the run's cgroup, its root: ``/proc/self/cgroup`` says ``/``, not the
@@ -288,8 +307,8 @@ def _private_setup(t: Template, spec: dict[str, Any], wrapped: bool) -> None:
         os.mkdir(d, 0o700)
         if t.uid_switch:
             os.chown(d, t.uid, t.gid)
-    if wrapped:
-        # PID 1 of the run's own namespace: its /proc shows the run and nothing else (its pid
+    if own_pid_ns:
+        # in a PID namespace of the run's own: its /proc shows the run and nothing else (its pid
         # directories, as the slot's: _zygote.setup_root)
         _linux.mount_proc("/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY,
                           t.proc_options)  # fmt: skip
@@ -337,12 +356,31 @@ def _fail(fd: int, message: str) -> None:
         os._exit(SETUP_FAILED)
 
 
-def has_init(limits: dict[str, Any], *, uid_switch: bool, weak: bool) -> bool:
-    """Does the run get a PID namespace of its own, with an init above the program? When it may
-    fork (its descendants die with the namespace), and when it shares its uid with the worker (in a
-    user namespace: a PID namespace of its own is then what keeps it from seeing or signalling the
-    worker, the template and the next run's child). Never in weak mode, which has no namespaces."""
-    return not weak and (limits["max_processes"] > 1 or not uid_switch)
+def init_kind(limits: dict[str, Any], *, uid_switch: bool, weak: bool, sleeper: bool) -> str:
+    """What stands above the program as the PID 1 of a PID namespace of the run's own:
+
+    * ``"init"``: a run that may fork gets a Python init (``_init``: forked from the run's child
+      once it is set up) that reaps its descendants and reports the program's status (they die
+      with the namespace);
+    * ``"sleeper"``: a run that may not fork but shares its uid with the worker (in a user
+      namespace: a PID namespace of its own is what keeps it from seeing or signalling the
+      worker, the template and the next run's child) gets a sleeper (``_linux.clone_sleeper``:
+      no Python, no copy of the interpreter's memory) as PID 1 when the machine has one, the
+      program then being PID 2, a child of the template; else an ``"init"``;
+    * ``"none"``: no PID namespace (as root, a run that may not fork has a uid of its own; weak
+      mode has no namespaces)."""
+    if weak:
+        return "none"
+    if limits["max_processes"] > 1:
+        return "init"
+    if not uid_switch:
+        return "sleeper" if sleeper else "init"
+    return "none"
+
+
+def has_init(limits: dict[str, Any], *, uid_switch: bool, weak: bool, sleeper: bool) -> bool:
+    """Does a Python init stand above the program (``init_kind``)?"""
+    return init_kind(limits, uid_switch=uid_switch, weak=weak, sleeper=sleeper) == "init"
 
 
 def _init(program: int, *, private: bool) -> None:
@@ -376,6 +414,7 @@ def _init(program: int, *, private: bool) -> None:
 
 
 SLOT_PROCESSES = 8
+SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 
 def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:

@@ -201,13 +201,14 @@ def writable_proc(path: str) -> int:
 
 
 class Pending:
-    """A run child forked by the template, waiting for its program, and our ends of its pipes."""
+    """A run child forked by the template, waiting for its program, its sleeper (the PID 1 of its
+    PID namespace, ``_template.init_kind``; -1: none) and our ends of its pipes."""
 
-    __slots__ = ("cgroup", "err_r", "go_w", "key", "out_r", "pid", "st_r", "stdin_w")
+    __slots__ = ("cgroup", "err_r", "go_w", "key", "out_r", "pid", "sleeper", "st_r", "stdin_w")
 
     def __init__(self, pid: int, key: tuple[Any, ...], cgroup: int | None, stdin_w: int, out_r: int,
-                 err_r: int, st_r: int, go_w: int) -> None:  # fmt: skip
-        self.pid, self.key, self.cgroup = pid, key, cgroup
+                 err_r: int, st_r: int, go_w: int, sleeper: int = -1) -> None:  # fmt: skip
+        self.pid, self.key, self.cgroup, self.sleeper = pid, key, cgroup, sleeper
         self.stdin_w, self.out_r, self.err_r, self.st_r, self.go_w = stdin_w, out_r, err_r, st_r, go_w
 
     @property
@@ -233,6 +234,8 @@ class Worker:
         info["memory"] = f"cgroup v{cfg['cgroup_version']}" if self.cgroups else "monitor (resident memory polled, killed over the limit)"
         self.next_cgroup = 0
         self.pending: Pending | None = None
+        # a fork asked of the template and not yet answered: (setup key, cgroup, our pipe ends)
+        self.spawning: tuple[tuple[Any, ...], int | None, tuple[int, ...]] | None = None
         self.expected: dict[str, Any] = cfg["default_limits"]
         # AF_UNIX sockets only where the run has a filesystem (and a network namespace) of its own
         variant = "nounix" if cfg.get("isolation") == "weak" else "unix"
@@ -279,12 +282,26 @@ class Worker:
         self.unix_baseline = frozenset(_monitor.unix_socket_inodes("self"))
 
     def _ask(self, msg: bytes, fds: list[int] | None = None) -> bytes:
+        """Send the template a command and wait for its answer (after the answer of a fork asked
+        for earlier: the template answers in order)."""
+        self._collect_spawn()
+        self._tell(msg, fds)
+        return self._answer()
+
+    def _tell(self, msg: bytes, fds: list[int] | None = None) -> None:
         assert self.sock is not None
         try:
             if fds:
                 self.sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             else:
                 self.sock.send(msg)
+        except OSError as exc:
+            self.broken = f"the template process is gone ({exc})"
+            raise OSError(self.broken) from None
+
+    def _answer(self) -> bytes:
+        assert self.sock is not None
+        try:
             reply = self.sock.recv(4096)
         except OSError as exc:
             self.broken = f"the template process is gone ({exc})"
@@ -298,15 +315,27 @@ class Worker:
 
     # -- the waiting child: forked ahead of the request, so the fork is off the critical path
     def prefork(self) -> None:
-        """Have a child forked and set up, waiting for its program (called while idle)."""
-        if self.pending is None:
+        """Have the template fork and set up the next run's child, without waiting for it: the
+        template forks while this process watches the run in progress; its answer (the child's
+        pid) is read before the next command to the template (``_collect_spawn``)."""
+        if self.pending is None and self.spawning is None:
             try:
-                self.pending = self._spawn(self.expected)
+                self.spawning = self._request_spawn(self.expected)
             except OSError as exc:
                 self.info["prefork_error"] = str(exc)
-                self.pending = None  # the next request forks on demand and reports the error
 
     def _spawn(self, limits: dict[str, Any]) -> Pending:
+        """A child set up for ``limits``, forked now."""
+        self.spawning = self._request_spawn(limits)
+        self._collect_spawn()
+        p, self.pending = self.pending, None
+        assert p is not None
+        return p
+
+    def _request_spawn(self, limits: dict[str, Any]) -> tuple[tuple[Any, ...], int | None, tuple[int, ...]]:
+        """Ask the template for a child set up for ``limits`` (``F``, with the child's ends of its
+        pipes): what its answer will need, the setup key, the cgroup and our ends of the pipes."""
+        self._collect_spawn()
         cgroup = None
         if self.cgroups:
             cgroup = self.next_cgroup
@@ -318,29 +347,48 @@ class Worker:
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         spec = {k: limits[k] for k in SETUP_FIELDS} | {"cgroup": cgroup}
         try:
-            reply = self._ask(b"F" + json.dumps(spec).encode(), [stdin_r, out_w, err_w, st_w, go_r])
+            self._tell(b"F" + json.dumps(spec).encode(), [stdin_r, out_w, err_w, st_w, go_r])
         except BaseException:
-            for fd in (stdin_r, stdin_w, out_r, out_w, err_r, err_w, st_r, st_w, go_r, go_w):
+            for fd in (stdin_w, out_r, err_r, st_r, go_w):
                 os.close(fd)
             raise
         finally:
-            for fd in (stdin_r, out_w, err_w, st_w, go_r):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        return Pending(int(reply[1:]), setup_key(limits), cgroup, stdin_w, out_r, err_r, st_r, go_w)
+            for fd in (stdin_r, out_w, err_w, st_w, go_r):  # the template holds them now
+                os.close(fd)
+        return setup_key(limits), cgroup, (stdin_w, out_r, err_r, st_r, go_w)
+
+    def _collect_spawn(self) -> None:
+        """Read the answer to the fork asked for (``prefork``): the waiting child, or an error
+        (raised; the next request forks on demand and reports it)."""
+        if self.spawning is None:
+            return
+        (key, cgroup, ours), self.spawning = self.spawning, None
+        try:
+            reply = self._answer()
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            raise
+        stdin_w, out_r, err_r, st_r, go_w = ours
+        pid, sleeper = (int(x) for x in reply[1:].split())
+        self.pending = Pending(pid, key, cgroup, stdin_w, out_r, err_r, st_r, go_w, sleeper)
 
     def discard_pending(self) -> None:
+        try:
+            self._collect_spawn()
+        except OSError:
+            pass
         p, self.pending = self.pending, None
         if p is None:
             return
         try:
-            os.kill(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self._reap(p.pid)
+            for pid in (p.pid, p.sleeper):
+                if pid > 0:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    self._reap(pid)
         finally:
             for fd in p.fds:
                 os.close(fd)
@@ -362,6 +410,10 @@ class Worker:
         return res
 
     def _run_once(self, req: dict[str, Any], limits: dict[str, Any], cpu_budget: float) -> dict[str, Any]:
+        try:
+            self._collect_spawn()  # the child forked while the previous run ran
+        except OSError as exc:
+            self.info["prefork_error"] = str(exc)
         if self.pending is not None and self.pending.key != setup_key(limits):
             self.discard_pending()  # it was set up for other limits
         p = self.pending or self._spawn(limits)
@@ -375,7 +427,7 @@ class Worker:
             cg.reset_peak()
             oom_before = cg.oom_kills()
         weak = self.cfg.get("isolation") == "weak"
-        wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak)
+        wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak, sleeper=self.cfg["sleeper"])
         payload = json.dumps({"code": req["code"], "seed": limits["random_seed"]}).encode()
         reaped: list[tuple[int, float, int]] = []
 
@@ -432,6 +484,12 @@ class Worker:
                 except ProcessLookupError:
                     pass
                 self._reap(p.pid)
+            if p.sleeper > 0:  # the PID 1 of the run's namespace: it goes with the run
+                try:
+                    os.kill(p.sleeper, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._reap(p.sleeper)
             if weak:
                 import shutil  # only here (the template forked long ago: it never holds it)
 
@@ -531,6 +589,9 @@ def serve() -> None:
             _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # the waiter and we live and die together
             info["namespaces"].append("pid")
         cfg["uid_switch"] = privileged
+        # a run that may not fork, in a user namespace: a sleeper (no copy of the interpreter) is
+        # the PID 1 of its PID namespace, where the machine has one (_template.init_kind)
+        cfg["sleeper"] = not weak and _linux.sleeper_available()
         info["uid"] = cfg["uid"] if privileged else os.getuid()
         info["uid_switch"] = privileged
         worker = Worker(cfg, info)  # opens the cgroups while the host's filesystem is in reach
@@ -548,6 +609,13 @@ def serve() -> None:
         # Done once: every child inherits the run's environment and interpreter state.
         os.environ.clear()
         os.environ.update(_child.child_environment(WORKDIR))
+        # The site module, as `python solution.py` runs it, but here, with the jail's view: its
+        # site-packages hold only the allowed packages (and their .pth files), none of the host's
+        # (the worker was started with -S; weak mode has no jail: prepare_interpreter then drops
+        # an editable install's hook)
+        import site
+
+        site.main()
     except BaseException as exc:
         import traceback
 
