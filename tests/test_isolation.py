@@ -249,8 +249,46 @@ def test_signals_end_a_program_as_outside_any_sandbox(sb: Sandbox, name: str, fo
 
 @pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
 def test_the_program_is_never_pid_1(sb: Sandbox, fork: bool) -> None:
-    res = sb.run("import os\nprint(os.getpid() != 1, os.getppid() != 0)\n", limits=Limits(max_processes=4 if fork else 1))
-    assert res.stdout == "True True\n", res
+    """Never PID 1 (whose signals differ). Its parent: the run's init when it may fork; else the
+    template, outside the run's PID namespace when it has one (getppid() is then 0, as for any
+    process whose parent another namespace holds), or in the slot's."""
+    res = sb.run("import os\nprint(os.getpid() != 1, os.getppid())\n", limits=Limits(max_processes=4 if fork else 1))
+    assert res.exit_code == 0 and res.stdout.split()[0] == "True", res
+    if fork:
+        assert res.stdout.split()[1] == "1", res
+
+
+REACH_PID_1 = r'''
+import json, os, signal, time
+out = {}
+for name in ("cmdline", "status", "mem", "fd", "environ"):
+    try:
+        with open(f"/proc/1/{name}", "rb") as fh:
+            out[name] = len(fh.read(64))
+    except OSError as exc:
+        out[name] = type(exc).__name__
+for sig in (*range(1, 32), signal.SIGKILL, signal.SIGSTOP):
+    try:
+        os.kill(1, sig)
+    except OSError:
+        pass
+time.sleep(0.2)  # a signal that got through has taken effect by now
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])
+def test_a_run_cannot_reach_or_stop_its_pid_1(sb: Sandbox, fork: bool) -> None:
+    """Whatever stands as PID 1 of the run's view (its init or sleeper, or the slot's monitor when
+    it has no PID namespace of its own): every signal the run sends it is dropped or refused, its
+    /proc entries cannot be read; the run ends normally, no sandbox_error, and the slot goes on."""
+    lim = Limits(timeout_s=10, max_processes=4 if fork else 1)
+    for _ in range(3):
+        res = sb.run(REACH_PID_1, limits=lim)
+        assert (res.exit_code, res.sandbox_error, res.timeout_hit) == (0, None, False), res
+        seen = json.loads(res.stdout)  # each read failed: an exception's name, never a length
+        assert all(v in ("FileNotFoundError", "PermissionError", "ProcessLookupError") for v in seen.values()), seen
+    assert sb.run("print('fine')").stdout == "fine\n"
 
 
 @pytest.mark.parametrize("fork", [False, True], ids=["nofork", "fork"])

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from pydantic import ValidationError
 
@@ -244,6 +245,50 @@ def test_worker_killed_mid_run_is_replaced_and_the_run_answered() -> None:
         assert sb.run("print('next')").stdout == "next\n"
     finally:
         sb.close()
+
+
+def test_a_worker_holds_the_next_request_and_a_failure_sends_it_back_unbegun() -> None:
+    """One worker, two requests at once: it runs the first while the second waits in its pipe.
+    Killed mid-run, the worker fails the first (run once more, on a fresh worker: a rerun) and
+    hands back the second, which it had not begun: sent again, no rerun. Both answered, in order."""
+    sb = Sandbox(workers=1)
+    try:
+        assert sb._backend.concurrency == 2  # type: ignore[union-attr]
+        pid_before = sb._backend.worker_pids()[0]  # type: ignore[union-attr]
+        out: list[list[ExecutionResult]] = []
+        code = "import time, sys\ntime.sleep(0.8)\nprint(sys.stdin.read())\n"
+        t = threading.Thread(target=lambda: out.append(sb.run_many([{"code": code, "stdin": "first"},
+                                                                     {"code": code, "stdin": "second"}])))  # fmt: skip
+        t.start()
+        time.sleep(0.4)
+        os.kill(pid_before, signal.SIGKILL)
+        t.join()
+        first, second = out[0]
+        assert (first.stdout, second.stdout) == ("first\n", "second\n"), out
+        assert first.sandbox_error is None and second.sandbox_error is None
+        assert first.reruns == 1 and "worker failed" in (first.rerun_reason or "")
+        assert second.reruns == 0, second
+    finally:
+        sb.close()
+
+
+def test_runs_leave_nothing_in_the_slot() -> None:
+    """After any number of runs a slot holds what it held before: its monitor, its template, the
+    child set up for the next run (and, as a normal user, that child's sleeper); no init, sleeper or
+    child of an earlier run."""
+    with Sandbox(workers=1) as sb:
+        sb.run_many(["pass"] * 4)
+        (monitor,) = sb._backend.worker_pids()  # type: ignore[union-attr]
+
+        def tree() -> int:
+            time.sleep(0.3)  # the next run's child is forked while a run ends: let it settle
+            return len(psutil.Process(monitor).children(recursive=True))
+
+        before = tree()
+        for fork in (1, 4, 1):
+            sb.run_many(["print(1)", "import os\nos._exit(3)", "while True: pass"] * 3,
+                        limits=Limits(timeout_s=0.3, max_processes=fork))  # fmt: skip
+        assert tree() == before <= 3, psutil.Process(monitor).children(recursive=True)
 
 
 def test_a_failure_twice_is_a_sandbox_error_not_a_verdict() -> None:
