@@ -149,6 +149,8 @@ class Template:
         self.proc_options: str = cfg["proc_options"]  # a forking run's own /proc (_private_setup)
         self.status = ctypes.c_int(0)
         self.rusage = ctypes.create_string_buffer(256)
+        for name in ("code-env-run", "code-env-init"):  # made here, not in every child
+            _child.name_buffer(name)
         # sleepers (init_kind): the machine has them, and the stack of each one alive
         self.sleeper: bool = cfg.get("sleeper", False)
         self.stacks: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -266,11 +268,14 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
     except BaseException as exc:
         _fail(status_fd, f"child setup failed: {type(exc).__name__}: {exc}")
     try:
-        # wait for the program (the monitor may keep us waiting for a long time)
-        (n,) = struct.unpack("<I", _read_exact(4, 4))
-        payload = json.loads(_read_exact(4, n))
+        # wait for the program (the monitor may keep us waiting for a long time): its seed and
+        # length, then its source as UTF-8 (binary: json would cost a fresh child tens of page faults)
+        seed, n = PROGRAM_HEADER.unpack(_read_exact(4, PROGRAM_HEADER.size))
+        source = _read_exact(4, n)
         os.close(4)
-        _child.write_source(payload["code"], workdir)
+        _child.write_source(source, workdir)
+        code = source.decode("utf-8", "surrogatepass")
+        del source
         _child.limit_program(spec["max_file_bytes"])  # after our own write of the source
         if t.uid_switch:
             for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
@@ -290,7 +295,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         _fail(3, f"child setup failed: {type(exc).__name__}: {exc}")
     status = 1
     try:
-        status = _child.run_program(payload["code"], int(payload["seed"]))
+        status = _child.run_program(code, seed)
     finally:
         os._exit(status)
 
@@ -414,6 +419,7 @@ def _init(program: int, *, private: bool) -> None:
 
 
 SLOT_PROCESSES = 8
+PROGRAM_HEADER = struct.Struct("<II")  # what the monitor sends a waiting child: seed, length of the source
 SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 

@@ -53,6 +53,7 @@ import _linux
 import _monitor
 import _paths
 from _template import (
+    PROGRAM_HEADER,
     SHMDIR,
     WORK_PARENT,
     WORKDIR,
@@ -428,7 +429,8 @@ class Worker:
             oom_before = cg.oom_kills()
         weak = self.cfg.get("isolation") == "weak"
         wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak, sleeper=self.cfg["sleeper"])
-        payload = json.dumps({"code": req["code"], "seed": limits["random_seed"]}).encode()
+        source = req["code"].encode("utf-8", "surrogatepass")
+        payload = PROGRAM_HEADER.pack(limits["random_seed"], len(source)) + source
         reaped: list[tuple[int, float, int]] = []
 
         def reap(pid: int) -> tuple[int, float, int]:
@@ -438,7 +440,7 @@ class Worker:
 
         try:
             try:
-                _write_all(p.go_w, struct.pack("<I", len(payload)) + payload)
+                _write_all(p.go_w, payload)
             except OSError:
                 pass  # the child died waiting; the monitor reports its status as a setup failure
             os.close(p.go_w)
