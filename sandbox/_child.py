@@ -12,6 +12,8 @@ non-daemon threads joined and ``atexit`` handlers run before the process ends.
 
 from __future__ import annotations
 
+import atexit
+import builtins
 import ctypes
 import io
 import os
@@ -230,7 +232,7 @@ class _SeedingLoader:
 def write_source(code: str | bytes, directory: str) -> None:
     """Put the program where ``python solution.py`` would have it, so tracebacks show its lines
     (``code``: its text, or the text as UTF-8)."""
-    fd = os.open(os.path.join(directory, SOLUTION_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(directory + "/" + SOLUTION_FILENAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         data = code if isinstance(code, bytes) else code.encode("utf-8", "surrogatepass")
         while data:
@@ -261,14 +263,15 @@ def fixed_rlimits() -> list[tuple[int, tuple[int, int]]]:
     return pairs
 
 
-def limit_program(max_file_bytes: int) -> None:
-    """The program's own rlimits, in its process, right before it runs: ``FIXED_RLIMITS`` and
-    RLIMIT_FSIZE, applied after ``write_source`` (the sandbox's own write of the program, which a
-    file limit below the program's length, or 0, must not break)."""
+def limit_program(max_file_bytes: int, *, fixed: bool = True) -> None:
+    """The program's own rlimits, in its process, right before it runs: ``FIXED_RLIMITS`` (unless
+    ``fixed`` is False: this process set them already) and RLIMIT_FSIZE, applied after
+    ``write_source`` (the sandbox's own write of the program, which a file limit below the
+    program's length, or 0, must not break)."""
     loaded = "resource" in sys.modules
     import resource
 
-    for res, value in [(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes)), *fixed_rlimits()]:
+    for res, value in [(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes)), *(fixed_rlimits() if fixed else [])]:
         resource.setrlimit(res, value)
     if not loaded:
         del sys.modules["resource"]
@@ -277,10 +280,6 @@ def limit_program(max_file_bytes: int) -> None:
 def run_program(code: str, seed: int) -> int:
     """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have.
     The interpreter must have been through ``prepare_interpreter``."""
-    import atexit
-    import builtins
-    import types
-
     seed_random(seed)
     main = types.ModuleType("__main__")
     main.__dict__.update({"__builtins__": builtins, "__file__": SOLUTION_FILENAME})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -246,6 +247,13 @@ class _Slot:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
+@functools.lru_cache(maxsize=256)
+def _wire_limits(limits: Limits) -> dict[str, Any]:
+    """``limits`` as the worker reads them (a batch's requests share a few frozen ``Limits``: dumped
+    once each, not once per request). The dict is shared: never changed after."""
+    return limits.model_dump()
+
+
 def watchdog_s(limits: Limits) -> float:
     """How long a worker may take to answer a request it has begun: the longest a run may take (a
     starved one's wall clock moves, up to MAX_WALL_FACTOR times its limit) plus grace. Past this
@@ -377,7 +385,7 @@ class ProcessBackend:
         (watchdog) fails the request it had begun (run once more, on any worker; a second failure
         is a ``sandbox_error``) and sends back the ones it had not begun, which are simply sent
         again."""
-        request = {"op": "run", "code": code, "stdin": stdin, "limits": limits.model_dump(), "trace_id": trace_id}
+        request = {"op": "run", "code": code, "stdin": stdin, "limits": _wire_limits(limits), "trace_id": trace_id}
         failures: list[str] = []
         unstarted = 0
         while True:

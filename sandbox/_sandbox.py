@@ -189,7 +189,9 @@ class Sandbox:
             )
         if self.cache is not None and key is not None:
             self.cache.put(key, result)
-        return result.model_copy(update={"queued_ms": queued_ms}) if queued_ms else result
+            return result.model_copy(update={"queued_ms": queued_ms}) if queued_ms else result
+        result.queued_ms = queued_ms  # (a fresh result of its own: no copy)
+        return result
 
     def run_many(
         self,

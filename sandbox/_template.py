@@ -12,6 +12,7 @@ module by the worker.
 
 from __future__ import annotations
 
+import _signal
 import array
 import ctypes
 import json
@@ -151,6 +152,13 @@ class Template:
         self.rusage = ctypes.create_string_buffer(256)
         for name in ("code-env-run", "code-env-init"):  # made here, not in every child
             _child.name_buffer(name)
+        # What every child needs and the template can work out once (a child pays for its Python
+        # work twice: in CPU and in copy-on-write faults of what it touches)
+        self.max_fd = _max_fd()
+        self.nproc = "private" if self.uid_switch else "none" if self.weak else "namespace"
+        self._rlimits: dict[tuple[Any, ...], list[tuple[int, tuple[int, int]]]] = {}
+        # the jail's /tmp: a link to the work dir, or (a venv under /tmp) a directory of the host's
+        self.tmp_is_host_dir = not os.path.islink("/tmp") and os.path.isdir("/tmp")
         # sleepers (init_kind): the machine has them, and the stack of each one alive
         self.sleeper: bool = cfg.get("sleeper", False)
         self.stacks: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -158,6 +166,13 @@ class Template:
             # a sleeper gets a copy of our signal dispositions: no handler may be among them (Python
             # installs one for SIGINT; the run's child puts it back for the program, _run_child)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    def rlimits(self, spec: dict[str, Any]) -> list[tuple[int, tuple[int, int]]]:
+        key = (spec["cpu_time_s"], spec["timeout_s"], spec["max_open_files"], spec["max_processes"], spec["max_threads"])
+        pairs = self._rlimits.get(key)
+        if pairs is None:
+            pairs = self._rlimits[key] = rlimit_pairs(spec, nproc=self.nproc)
+        return pairs
 
     def offer_listener(self, bpf: bytes | None) -> None:
         """Load the sysinfo layer (``_seccomp``) into this process, whose every run child inherits
@@ -221,6 +236,7 @@ class Template:
             # the next child made is the PID 1 of a PID namespace of its own: the run's child (which
             # forks the program, becoming its init) or a sleeper (and the run's child is its PID 2)
             _linux.unshare(_linux.CLONE_NEWPID)
+        rlimits = self.rlimits(spec)  # (here: the child would make them again each time)
         pid = sleeper = -1
         try:
             if kind == "sleeper":
@@ -233,11 +249,11 @@ class Template:
                 _linux.setns(self.own_pidns, _linux.CLONE_NEWPID)
         if pid == 0:
             self.sock.close()
-            _run_child(self, spec, fds)  # never returns
+            _run_child(self, spec, fds, rlimits)  # never returns
         return pid, sleeper
 
 
-def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
+def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[tuple[int, tuple[int, int]]]) -> None:
     """The forked child: set up completely for ``spec``, then wait for the program."""
     stdin_r, out_w, err_w, st_w, go_r = fds
     status_fd = st_w
@@ -259,8 +275,8 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
             if fd != i:
                 os.dup2(fd, i)
         status_fd = 3
-        os.closerange(5, _max_fd())
-        _apply_rlimits(spec, nproc="private" if t.uid_switch else "none" if t.weak else "namespace")
+        os.closerange(5, t.max_fd)
+        _apply_rlimits(rlimits)
         if wrapped:
             pid = os.fork()
             if pid != 0:
@@ -276,7 +292,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
         _child.write_source(source, workdir)
         code = source.decode("utf-8", "surrogatepass")
         del source
-        _child.limit_program(spec["max_file_bytes"])  # after our own write of the source
+        _child.limit_program(spec["max_file_bytes"], fixed=False)  # after our own write of the source
         if t.uid_switch:
             for fd in (0, 1, 2):  # our pipes: /dev/stdin, /proc/self/fd/1 ... must open for the run
                 os.fchown(fd, t.uid, t.gid)
@@ -287,7 +303,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int]) -> None:
             _linux.drop_capabilities()  # uid 0 of our user namespace: keep no capability
         _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if t.sleeper:  # the template has no handler (for its sleepers): the program gets Python's back
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _signal.signal(signal.SIGINT, _signal.default_int_handler)  # (the C module: signal's enums cost a child ~40 faults)
         t.filters[forking].install()  # the environment is already the run's
         os.write(3, b"R")
         os.close(3)
@@ -317,7 +333,7 @@ def _private_setup(t: Template, spec: dict[str, Any], *, own_pid_ns: bool) -> No
         # directories, as the slot's: _zygote.setup_root)
         _linux.mount_proc("/proc", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC | _linux.MS_RDONLY,
                           t.proc_options)  # fmt: skip
-    if not os.path.islink("/tmp") and os.path.isdir("/tmp"):
+    if t.tmp_is_host_dir:
         _private_tmp(spec)
     os.chdir(WORKDIR)
 
@@ -423,8 +439,14 @@ PROGRAM_HEADER = struct.Struct("<II")  # what the monitor sends a waiting child:
 SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 
-def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:
-    """No RLIMIT_AS: memory is limited by the cgroup or, without one, by the monitor, which reads
+def _apply_rlimits(pairs: list[tuple[int, tuple[int, int]]]) -> None:
+    for res, val in pairs:
+        resource.setrlimit(res, val)
+
+
+def rlimit_pairs(limits: dict[str, Any], *, nproc: str) -> list[tuple[int, tuple[int, int]]]:
+    """The rlimits of a run's child, as ``(resource, (soft, hard))`` pairs (the template computes
+    them, the child only applies them). No RLIMIT_AS: memory is limited by the cgroup or, without one, by the monitor, which reads
     the run's resident memory every few milliseconds and kills it over the limit. Either way an
     allocation is refused only when the machine itself refuses it, and running out of memory is
     the same verdict (``oom``, on evidence from outside) whoever runs the sandbox."""
@@ -442,8 +464,7 @@ def _apply_rlimits(limits: dict[str, Any], *, nproc: str) -> None:
     if nproc != "none":
         n = limits["max_processes"] + limits["max_threads"] + (0 if nproc == "private" else SLOT_PROCESSES)
         pairs.append((resource.RLIMIT_NPROC, (n, n)))
-    for res, val in pairs:
-        resource.setrlimit(res, val)
+    return pairs
 
 
 def _max_fd() -> int:
