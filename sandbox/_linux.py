@@ -132,14 +132,22 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_capabilities() -> None:
-    """Give up every capability for good: the bounding and ambient sets, then the effective,
-    permitted and inheritable ones (what uid 0 of a user namespace would otherwise keep)."""
+def drop_bounding_set() -> None:
+    """Empty the capability bounding set: no exec of this process or its children can gain a
+    capability (the capabilities it holds stay)."""
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0:
             if ctypes.get_errno() == 22:  # EINVAL: no such capability, we are past the last one
                 break
             _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+
+
+def drop_capabilities(*, bounding: bool = True) -> None:
+    """Give up every capability for good: the bounding (unless ``bounding`` is False: a parent
+    emptied it already, ``drop_bounding_set``) and ambient sets, then the effective, permitted and
+    inheritable ones (what uid 0 of a user namespace would otherwise keep)."""
+    if bounding:
+        drop_bounding_set()
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()

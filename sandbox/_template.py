@@ -166,6 +166,20 @@ class Template:
             # a sleeper gets a copy of our signal dispositions: no handler may be among them (Python
             # installs one for SIGINT; the run's child puts it back for the program, _run_child)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if not self.uid_switch and not self.weak:
+            # uid 0 of a user namespace: the capability bounding set (what an exec could gain) is
+            # emptied here, once, for every child (a child empties the rest of its sets itself);
+            # the template keeps the capabilities it holds, and never execs
+            _linux.drop_bounding_set()
+
+    def bury(self, sleeper: int) -> None:
+        """Kill and reap a run's sleeper (``init_kind``), and free its stack."""
+        try:
+            os.kill(sleeper, signal.SIGKILL)
+            os.waitpid(sleeper, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.stacks.pop(sleeper, None)
 
     def rlimits(self, spec: dict[str, Any]) -> list[tuple[int, tuple[int, int]]]:
         key = (spec["cpu_time_s"], spec["timeout_s"], spec["max_open_files"], spec["max_processes"], spec["max_threads"])
@@ -215,8 +229,9 @@ class Template:
                 finally:
                     for fd in fds:
                         os.close(fd)
-            elif op == b"W":
-                pid = int(msg[1:])
+            elif op == b"W":  # W<pid>[ <sleeper>]: reap pid (then kill and reap its run's sleeper)
+                first, _, second = msg[1:].partition(b" ")
+                pid = int(first)
                 ret = _libc.wait4(pid, ctypes.byref(self.status), 0, self.rusage)
                 if ret != pid:
                     self.sock.send(b"E" + f"wait4({pid}): {os.strerror(ctypes.get_errno())}".encode())
@@ -225,6 +240,8 @@ class Template:
                     self.sock.sendmsg([b"S", memoryview(self.status).cast("B"), memoryview(self.rusage)[:144]])
                 ctypes.memset(ctypes.byref(self.status), 0, ctypes.sizeof(self.status))
                 ctypes.memset(self.rusage, 0, ctypes.sizeof(self.rusage))
+                if second:  # the run is over: its PID namespace goes (after the answer: off the monitor's path)
+                    self.bury(int(second))
             elif op == b"X":
                 os._exit(0)
 
@@ -299,8 +316,8 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
             os.setgroups([])
             os.setresgid(t.gid, t.gid, t.gid)
             os.setresuid(t.uid, t.uid, t.uid)
-        if not t.uid_switch and not t.weak:
-            _linux.drop_capabilities()  # uid 0 of our user namespace: keep no capability
+        if not t.uid_switch and not t.weak:  # uid 0 of our user namespace: keep no capability
+            _linux.drop_capabilities(bounding=False)  # (the template emptied the bounding set)
         _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         if t.sleeper:  # the template has no handler (for its sleepers): the program gets Python's back
             _signal.signal(signal.SIGINT, _signal.default_int_handler)  # (the C module: signal's enums cost a child ~40 faults)

@@ -383,20 +383,19 @@ class Worker:
         if p is None:
             return
         try:
-            for pid in (p.pid, p.sleeper):
-                if pid > 0:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    self._reap(pid)
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._reap(p.pid, p.sleeper)
         finally:
             for fd in p.fds:
                 os.close(fd)
 
-    def _reap(self, pid: int) -> tuple[int, float, int]:
-        """Have the template reap ``pid``: (wait status, CPU seconds, max RSS in KiB)."""
-        reply = self._ask(b"W%d" % pid)
+    def _reap(self, pid: int, sleeper: int = -1) -> tuple[int, float, int]:
+        """Have the template reap ``pid``: (wait status, CPU seconds, max RSS in KiB); and then
+        kill and reap ``sleeper``, the PID 1 of its run's namespace (-1: none)."""
+        reply = self._ask(b"W%d %d" % (pid, sleeper) if sleeper > 0 else b"W%d" % pid)
         (status,) = struct.unpack_from("<i", reply, 1)
         us, uus, ss, sus, maxrss = struct.unpack_from("<qqqqq", reply, 5)
         return status, us + uus / 1e6 + ss + sus / 1e6, maxrss
@@ -434,7 +433,7 @@ class Worker:
         reaped: list[tuple[int, float, int]] = []
 
         def reap(pid: int) -> tuple[int, float, int]:
-            r = self._reap(pid)
+            r = self._reap(pid, p.sleeper)  # (the sleeper goes with the run: nothing else is left in its namespace)
             reaped.append(r)
             return r
 
@@ -480,18 +479,12 @@ class Worker:
                 os.close(fd)
             if weak:  # no PID namespace took the run's processes down: its process group, then its dir
                 _killpg(p.pid, signal.SIGKILL)
-            if not reaped:  # the watch failed: the run must not outlive it
+            if not reaped:  # the watch failed: the run (and its sleeper) must not outlive it
                 try:
                     os.kill(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                self._reap(p.pid)
-            if p.sleeper > 0:  # the PID 1 of the run's namespace: it goes with the run
-                try:
-                    os.kill(p.sleeper, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self._reap(p.sleeper)
+                self._reap(p.pid, p.sleeper)
             if weak:
                 import shutil  # only here (the template forked long ago: it never holds it)
 
