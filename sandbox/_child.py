@@ -183,6 +183,7 @@ def prepare_interpreter(workdir: str) -> None:
     # an editable install's import hook (it maps the project's packages to the host's checkout,
     # which the jail does not hold): a program sees no trace of the project, as in a fresh python
     sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
+    sys.meta_path.insert(0, _SEEDER)  # seeds the program's random when it imports it (seed_random)
     sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
     sys.path_importer_cache.clear()
 
@@ -193,8 +194,9 @@ def seed_random(seed: int) -> None:
     if "random" in sys.modules:
         sys.modules["random"].seed(seed)
         return
-    finder: Any = _SeedOnImport(seed)  # a MetaPathFinder by protocol (no importlib.abc, see above)
-    sys.meta_path.insert(0, finder)
+    _SEEDER.seed = seed
+    if _SEEDER not in sys.meta_path:  # (prepare_interpreter put it there: a forked child only sets the seed)
+        sys.meta_path.insert(0, _SEEDER)
 
 
 class _SeedOnImport:
@@ -215,6 +217,9 @@ class _SeedOnImport:
         if spec is not None and spec.loader is not None:
             spec.loader = _SeedingLoader(spec.loader, self.seed)  # type: ignore[assignment]
         return spec
+
+
+_SEEDER: Any = _SeedOnImport(0)  # a MetaPathFinder by protocol (no importlib.abc, see above)
 
 
 class _SeedingLoader:
