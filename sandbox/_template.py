@@ -157,6 +157,7 @@ class Template:
         self.max_fd = _max_fd()
         self.nproc = "private" if self.uid_switch else "none" if self.weak else "namespace"
         self._rlimits: dict[tuple[Any, ...], list[tuple[int, tuple[int, int]]]] = {}
+        self.specs: dict[bytes, dict[str, Any]] = {}  # F commands seen, parsed (read-only after)
         # the jail's /tmp: a link to the work dir, or (a venv under /tmp) a directory of the host's
         self.tmp_is_host_dir = not os.path.islink("/tmp") and os.path.isdir("/tmp")
         # sleepers (init_kind): the machine has them, and the stack of each one alive
@@ -220,7 +221,13 @@ class Template:
                 for level, kind, data in anc:
                     if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                         fds.frombytes(data[: len(data) - (len(data) % fd_size)])
-                spec = json.loads(msg[1:])
+                spec = self.specs.get(msg)
+                if spec is None:  # (a batch's runs share a few: parsed once each, never in a child)
+                    spec = json.loads(msg[1:])
+                    size = f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES}"
+                    spec["tmpfs"], spec["tmpfs_tmp"] = size + ",mode=0755", size + ",mode=1777"
+                    if len(self.specs) < 64:
+                        self.specs[msg] = spec
                 try:
                     pid, sleeper = self.fork_child(spec, list(fds))
                     self.sock.send(b"P%d %d" % (pid, sleeper))
@@ -339,8 +346,7 @@ def _private_setup(t: Template, spec: dict[str, Any], *, own_pid_ns: bool) -> No
     once the child is in the run's cgroup, its root: ``/proc/self/cgroup`` says ``/``, not the
     host's cgroup path (which names the machine's service and the slot's uid)."""
     _linux.unshare(_linux.CLONE_NEWNS | _linux.CLONE_NEWIPC | _linux.CLONE_NEWCGROUP)
-    _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES},mode=0755")  # fmt: skip
+    _linux.mount("tmpfs", WORK_PARENT, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, spec["tmpfs"])
     for d in (WORKDIR, SHMDIR):
         os.mkdir(d, 0o700)
         if t.uid_switch:
@@ -363,7 +369,7 @@ def _private_tmp(spec: dict[str, Any]) -> None:
     os.mkdir(keep, 0o700)
     _linux.mount("/tmp", keep, None, _linux.MS_BIND | _linux.MS_REC)
     _linux.mount("tmpfs", "/tmp", "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV,
-                 f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES},mode=1777")  # fmt: skip
+                 spec["tmpfs_tmp"])  # fmt: skip
     for name in os.listdir(keep):
         os.mkdir("/tmp/" + name, 0o755)
         _linux.mount(f"{keep}/{name}", "/tmp/" + name, None, _linux.MS_BIND | _linux.MS_REC)
