@@ -57,7 +57,7 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from sandbox import ExecutionResult, Limits, RunRequest
+from sandbox import ExecutionResult, Limits, RunRequest, register_program
 
 from .budget import MIN_RUN_S, START_UP_S, Budget
 from .comparators import stdout_equal, values_equal
@@ -247,6 +247,8 @@ _driver()
 '''.replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST)).replace(
     "HIDDEN_MARK", repr(HIDDEN_MARK.encode()))
 
+register_program(DRIVER)  # compiled once per worker, not in every run (sandbox._programs)
+
 SYNTAX_CHECK = r'''
 import sys
 try:
@@ -255,6 +257,9 @@ except (SyntaxError, ValueError) as e:
     print(f"{type(e).__name__}: {e}")
     sys.exit(1)
 '''
+
+
+register_program(SYNTAX_CHECK)
 
 
 class CaseResult(BaseModel):

@@ -14,6 +14,7 @@ extra; Ray is imported when one is made, not by ``import sandbox``). This packag
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from ._programs import register_program, registered_programs
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
 from .errors import (
@@ -44,6 +45,8 @@ __all__ = [
     "SandboxClosedError",
     "SandboxError",
     "UnknownBackendError",
+    "register_program",
+    "registered_programs",
 ]
 
 

@@ -282,6 +282,20 @@ def limit_program(max_file_bytes: int, *, fixed: bool = True) -> None:
         del sys.modules["resource"]
 
 
+PRECOMPILED: dict[str, types.CodeType] = {}
+
+
+def precompile(programs: Sequence[str]) -> None:
+    """Compile the host's registered programs (``sandbox.register_program``) as ``run_program``
+    would, once, for every run whose program one of them is. A program that does not compile is
+    left to its runs (they report its error as ever)."""
+    for code in programs:
+        try:
+            PRECOMPILED[code] = compile(code, SOLUTION_FILENAME, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            pass
+
+
 def run_program(code: str, seed: int) -> int:
     """Run ``code`` as ``__main__``; return the exit status ``python solution.py`` would have.
     The interpreter must have been through ``prepare_interpreter``."""
@@ -292,7 +306,7 @@ def run_program(code: str, seed: int) -> int:
     status = 0
     try:
         try:
-            compiled = compile(code, SOLUTION_FILENAME, "exec", dont_inherit=True)
+            compiled = PRECOMPILED.get(code) or compile(code, SOLUTION_FILENAME, "exec", dont_inherit=True)
             exec(compiled, main.__dict__)
         finally:
             threading = sys.modules.get("threading")  # no threads unless the program made some

@@ -88,6 +88,7 @@ class _Slot:
         self.preload = preload
         self.allowed_packages = allowed_packages
         self.mounts: list[list[str]] | None = None  # the jail's mount list (computed once: it walks every installed distribution)
+        self.programs: list[str] = []  # compiled once by the worker (sandbox.register_program)
         self.default_limits = default_limits
         self.lease = _host.lease_uid()
         self.uid = self.lease.uid
@@ -128,6 +129,7 @@ class _Slot:
             "isolation": self.isolation,
             "mounts": self.mounts if self.mounts is not None else [list(m) for m in _paths.jail_mounts(self.allowed_packages)],
             "proc_options": _paths.PROC_OPTIONS,
+            "programs": self.programs,
         }
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
@@ -283,7 +285,8 @@ class ProcessBackend:
 
     def __init__(self, workers: int | None = None, *, default_limits: Limits | None = None,
                  preload: tuple[str, ...] = DEFAULT_PRELOAD,
-                 allowed_packages: tuple[str, ...] | None = None, isolation: str = "full") -> None:  # fmt: skip
+                 allowed_packages: tuple[str, ...] | None = None, isolation: str = "full",
+                 programs: tuple[str, ...] = ()) -> None:  # fmt: skip
         n = workers if workers is not None else (os.cpu_count() or 1)
         if not isinstance(n, int) or n < 1 or n > 1024:
             raise ValueError(f"workers: expected an int in 1..1024, got {workers!r}")
@@ -311,6 +314,7 @@ class ProcessBackend:
             for i in range(n):
                 self._slots.append(_Slot(i, default_limits or Limits(), tuple(preload), packages, isolation))
                 self._slots[-1].mounts = mounts
+                self._slots[-1].programs = list(programs)
             errors: list[BaseException] = []
 
             def start(slot: _Slot) -> None:

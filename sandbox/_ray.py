@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._programs import registered_programs
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
 from .errors import BackendUnavailableError, SandboxClosedError, UnknownBackendError
@@ -64,7 +65,7 @@ class SandboxActor:
             self.sandbox = Sandbox(
                 options["backend"], workers=options["workers"], limits=Limits.model_validate(options["limits"]),
                 nsjail_path=options["nsjail_path"], allowed_packages=options["allowed_packages"],
-                isolation=options["isolation"],
+                isolation=options["isolation"], programs=options.get("programs"),
             )  # fmt: skip
         except Exception as exc:  # told to the driver by info(): the node cannot run the sandbox
             self.error = f"{type(exc).__name__}: {exc}"
@@ -246,6 +247,7 @@ class RayExecutor:
         self._sandbox_options = {
             "backend": backend, "limits": self.default_limits.model_dump(), "nsjail_path": nsjail_path,
             "allowed_packages": None if allowed_packages is None else list(allowed_packages), "isolation": isolation,
+            "programs": registered_programs(),  # (the driver's process registered them; the actors' did not)
         }  # fmt: skip
         self._counter = itertools.count()
         self._cond = threading.Condition()

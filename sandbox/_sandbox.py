@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
+from ._programs import registered_programs
 from .cache import ResultCache
 from .errors import SandboxClosedError, UnknownBackendError
 from .models import (
@@ -52,7 +53,7 @@ class Backend(Protocol):
 
 def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | None = None,
                  limits: Limits | None = None, allowed_packages: tuple[str, ...] | None = None,
-                 isolation: str = "full") -> Backend:  # fmt: skip
+                 isolation: str = "full", programs: tuple[str, ...] = ()) -> Backend:  # fmt: skip
     if name not in BACKENDS:
         close = difflib.get_close_matches(str(name), BACKENDS, n=1)
         raise UnknownBackendError(str(name), list(BACKENDS), close[0] if close else None)
@@ -62,7 +63,8 @@ def make_backend(name: str, *, workers: int | None = None, nsjail_path: str | No
     if name in ("auto", "process"):
         from ._process import ProcessBackend
 
-        return ProcessBackend(workers, default_limits=limits, allowed_packages=packages, isolation=isolation)
+        return ProcessBackend(workers, default_limits=limits, allowed_packages=packages, isolation=isolation,
+                              programs=programs)  # fmt: skip
     if isolation != "full":
         raise ValueError(f"isolation={isolation!r}: the nsjail backend always isolates fully")
     from ._nsjail import NsjailBackend
@@ -92,6 +94,9 @@ class Sandbox:
     ``run_many`` request's wait for a worker (the ``queued`` state; default: none); a request
     that waited longer is answered, unrun, with a ``sandbox_error`` that starts with
     ``sandbox.QUEUE_TIMEOUT`` (a failure of ours, which a grader asks again and never scores).
+    ``programs``: programs many runs run (a verifier's driver), which the process backend's
+    workers compile once instead of in every run (default: ``sandbox.registered_programs()``; see
+    ``register_program``).
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class Sandbox:
         allowed_packages: Iterable[str] | None = None,
         isolation: Literal["full", "weak"] = "full",
         queue_timeout_s: float | None = None,
+        programs: Iterable[str] | None = None,
     ) -> None:
         if queue_timeout_s is not None and (isinstance(queue_timeout_s, bool) or not isinstance(queue_timeout_s, (int, float))
                                             or not 0 < queue_timeout_s <= 86400):  # fmt: skip
@@ -115,9 +121,16 @@ class Sandbox:
         self.default_limits = limits or Limits()
         if isinstance(allowed_packages, str):
             raise TypeError("allowed_packages: expected a list of package names, got a str")
+        if isinstance(programs, str):
+            raise TypeError("programs: expected a list of programs, got a str")
+        self.programs = tuple(registered_programs() if programs is None else programs)
+        for code in self.programs:
+            if not isinstance(code, str):
+                raise TypeError(f"programs: expected str items, got {type(code).__name__}")
         self._backend: Backend | None = make_backend(
             backend, workers=workers, nsjail_path=nsjail_path, limits=self.default_limits,
             allowed_packages=None if allowed_packages is None else tuple(allowed_packages), isolation=isolation,
+            programs=self.programs,
         )
         self.backend_name = self._backend.name
         if cache is not None and not isinstance(cache, (bool, ResultCache)):

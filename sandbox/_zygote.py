@@ -633,6 +633,7 @@ def serve() -> None:
             info.setdefault("preload_failed", []).append(name)
     # From here on this interpreter is the template of every run.
     _child.prepare_interpreter(WORKDIR)
+    _child.precompile(cfg.get("programs", ()))
     gc.collect()
     gc.freeze()
     try:

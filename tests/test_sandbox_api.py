@@ -14,6 +14,7 @@ import psutil
 import pytest
 from pydantic import ValidationError
 
+import registry.verify
 import sandbox
 from sandbox import ExecutionResult, Limits, ResultCache, RunRequest, Sandbox, UnknownBackendError
 from sandbox._monitor import wall_deadline_s
@@ -398,3 +399,22 @@ def test_standard_streams_can_be_opened_by_path(sb: Sandbox) -> None:
     )
     assert res.exit_code == 0, res.stderr
     assert res.stdout == "SHOUT\n"
+
+
+def test_a_registered_program_runs_as_compiled_in_the_run() -> None:
+    """A program registered with ``register_program`` is compiled once by each worker, and a run
+    whose program is exactly it behaves as if it had compiled it itself: same output, exit status
+    and traceback (its lines, its file name); one character more and the run compiles its own."""
+    code = "import sys\nprint(sys.stdin.read()[::-1])\nif sys.argv:\n    raise ValueError('line four')\n"
+    with Sandbox(workers=1, programs=[code]) as warm, Sandbox(workers=1, programs=[]) as cold:
+        assert warm.programs == (code,) and cold.programs == ()
+        for program in (code, code + "\n"):
+            a, b = warm.run(program, stdin="abc"), cold.run(program, stdin="abc")
+            assert (a.stdout, a.exit_code, a.stderr) == (b.stdout, b.exit_code, b.stderr) == (
+                "cba\n", 1, 'Traceback (most recent call last):\n  File "solution.py", line 4, in <module>\n'
+                "    raise ValueError('line four')\nValueError: line four\n"), (a, b)  # fmt: skip
+    with pytest.raises(TypeError, match="programs: expected a list of programs, got a str"):
+        Sandbox(workers=1, programs="print(1)")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="code: expected str"):
+        sandbox.register_program(b"print(1)")  # type: ignore[arg-type]
+    assert registry.verify.DRIVER in sandbox.registered_programs()  # the verifier's, registered on import
