@@ -64,15 +64,29 @@ def tree_snapshot(root: int | None = None) -> Snapshot:
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
-            kids = []
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                    kids += [int(x) for x in fh.read().split()]
+            out[pid] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[1]))
+            tids = os.listdir(f"/proc/{pid}/task")
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        out[pid] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[1]))
-        todo += kids
+        for tid in tids:  # each thread's own children; a thread that just ended has none left
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    todo += [int(x) for x in fh.read().split()]
+            except OSError:
+                pass
     return out
+
+
+def settled_snapshot(root: int | None, before: Snapshot, tries: int = 3) -> Snapshot:
+    """A snapshot after ``before``, taken again (up to ``tries`` times) while a process of
+    ``before`` that still exists is missing from it: a walk that raced with a thread's exit or a
+    re-parenting, not a process that left."""
+    after = tree_snapshot(root)
+    for _ in range(tries - 1):
+        if not any(pid not in after and os.path.exists(f"/proc/{pid}/stat") for pid in before):
+            break
+        after = tree_snapshot(root)
+    return after
 
 
 def tree_cpu_s(root: int | None = None) -> float:
@@ -188,7 +202,7 @@ def paired(benchmark: Any, sides: Mapping[str, Side], *, rounds: int, warmup_rou
             t0 = time.perf_counter()
             results[name] = side.run()
             wall = time.perf_counter() - t0
-            cpu, left = cpu_between(s0, tree_snapshot(side.tree))
+            cpu, left = cpu_between(s0, settled_snapshot(side.tree, s0))
             if isinstance(results[name], Timed):
                 wall = float(results[name])  # type: ignore[arg-type]
             if keep:
