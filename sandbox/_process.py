@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import logging
+import marshal
 import os
 import select
 import shutil
@@ -145,8 +146,9 @@ class _Slot:
                 start_new_session=True,
                 cwd="/",
             )
-        # the configuration goes through the pipe, not the command line (which `ps` shows)
-        self._send_on(self.proc, cfg)
+        # the configuration goes through the pipe, not the command line (which `ps` shows); in
+        # marshal's format: the worker reads it before it may import json (_zygote)
+        self._send_raw(self.proc, marshal.dumps(cfg))
         hello = self._recv(time.monotonic() + START_TIMEOUT_S)
         if hello.get("isolation_unavailable"):
             self.stop()
@@ -200,8 +202,11 @@ class _Slot:
     # -- protocol
     @staticmethod
     def _send_on(proc: subprocess.Popen[bytes], obj: dict[str, Any]) -> None:
+        _Slot._send_raw(proc, json.dumps(obj, ensure_ascii=True).encode())
+
+    @staticmethod
+    def _send_raw(proc: subprocess.Popen[bytes], data: bytes) -> None:
         assert proc.stdin is not None
-        data = json.dumps(obj, ensure_ascii=True).encode()
         fd = proc.stdin.fileno()
         view = memoryview(struct.pack("<I", len(data)) + data)
         while view:

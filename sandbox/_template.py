@@ -13,14 +13,11 @@ module by the worker.
 from __future__ import annotations
 
 import _signal
-import array
+import _socket
 import ctypes
-import json
-import math
+import marshal
 import os
 import resource
-import signal
-import socket
 import struct
 import sys
 
@@ -136,7 +133,7 @@ class Template:
     pid reaps that child and answers its wait status and resource usage, from buffers that are
     zeroed right after, so no later child finds them."""
 
-    def __init__(self, cfg: dict[str, Any], sock: socket.socket, cgroups: list[Cgroup | None],
+    def __init__(self, cfg: dict[str, Any], sock: _socket.socket, cgroups: list[Cgroup | None],
                  filters: dict[bool, _child.SeccompProgram], own_pidns: int | None) -> None:  # fmt: skip
         self.sock = sock
         self.uid: int = cfg["uid"]
@@ -166,7 +163,7 @@ class Template:
         if self.sleeper:
             # a sleeper gets a copy of our signal dispositions: no handler may be among them (Python
             # installs one for SIGINT; the run's child puts it back for the program, _run_child)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
         if not self.uid_switch and not self.weak:
             # uid 0 of a user namespace: the capability bounding set (what an exec could gain) is
             # emptied here, once, for every child (a child empties the rest of its sets itself);
@@ -176,7 +173,7 @@ class Template:
     def bury(self, sleeper: int) -> None:
         """Kill and reap a run's sleeper (``init_kind``), and free its stack."""
         try:
-            os.kill(sleeper, signal.SIGKILL)
+            os.kill(sleeper, _signal.SIGKILL)
             os.waitpid(sleeper, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
@@ -202,34 +199,35 @@ class Template:
             self.sock.send(b"N" + str(exc).encode())
             return
         try:
-            self.sock.sendmsg([b"L"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [listener]))])
+            self.sock.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("i", listener))])
         finally:
             os.close(listener)
 
     def serve(self) -> None:
-        fd_size = array.array("i").itemsize
+        fd_size = struct.calcsize("i")
         while True:
             try:
-                msg, anc, _flags, _addr = self.sock.recvmsg(4096, socket.CMSG_SPACE(8 * fd_size))
+                msg, anc, _flags, _addr = self.sock.recvmsg(4096, _socket.CMSG_SPACE(8 * fd_size))
             except InterruptedError:
                 continue
             if not msg:
                 os._exit(0)  # the monitor is gone
             op = msg[:1]
             if op == b"F":
-                fds = array.array("i")
+                fds: list[int] = []
                 for level, kind, data in anc:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                        fds.frombytes(data[: len(data) - (len(data) % fd_size)])
+                    if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                        n = len(data) // fd_size
+                        fds += struct.unpack(f"{n}i", data[: n * fd_size])
                 spec = self.specs.get(msg)
                 if spec is None:  # (a batch's runs share a few: parsed once each, never in a child)
-                    spec = json.loads(msg[1:])
+                    spec = marshal.loads(msg[1:])  # (from the monitor, never from a run)
                     size = f"size={spec['max_disk_mb']}m,nr_inodes={_paths.RUN_TMPFS_INODES}"
                     spec["tmpfs"], spec["tmpfs_tmp"] = size + ",mode=0755", size + ",mode=1777"
                     if len(self.specs) < 64:
                         self.specs[msg] = spec
                 try:
-                    pid, sleeper = self.fork_child(spec, list(fds))
+                    pid, sleeper = self.fork_child(spec, fds)
                     self.sock.send(b"P%d %d" % (pid, sleeper))
                 except OSError as exc:
                     self.sock.send(b"E" + f"{type(exc).__name__}: {exc}".encode())
@@ -325,9 +323,9 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
             os.setresuid(t.uid, t.uid, t.uid)
         if not t.uid_switch and not t.weak:  # uid 0 of our user namespace: keep no capability
             _linux.drop_capabilities(bounding=False)  # (the template emptied the bounding set)
-        _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+        _child.prctl(_child.PR_SET_PDEATHSIG, _signal.SIGKILL)  # after the uid change, which clears it
         if t.sleeper:  # the template has no handler (for its sleepers): the program gets Python's back
-            _signal.signal(signal.SIGINT, _signal.default_int_handler)  # (the C module: signal's enums cost a child ~40 faults)
+            _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (the C module: signal's enums cost a child ~40 faults)
         t.filters[forking].install()  # the environment is already the run's
         os.write(3, b"R")
         os.close(3)
@@ -433,8 +431,8 @@ def _init(program: int, *, private: bool) -> None:
     try:
         # Default dispositions: the kernel then drops every signal the run sends its init (Python
         # had a handler for SIGINT).
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGPIPE):
+            _signal.signal(sig, _signal.SIG_DFL)
         if private:
             # root, the program another uid: non-dumpable on top. (In a user namespace the program,
             # same uid, is kept out by the capabilities we hold and it has not; non-dumpable there
@@ -474,7 +472,7 @@ def rlimit_pairs(limits: dict[str, Any], *, nproc: str) -> list[tuple[int, tuple
     allocation is refused only when the machine itself refuses it, and running out of memory is
     the same verdict (``oom``, on evidence from outside) whoever runs the sandbox."""
     cpu_budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
-    cpu = math.ceil(cpu_budget) + 1
+    cpu = int(-(-cpu_budget // 1)) + 1  # its ceiling (no math module in the template)
     pairs = [
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),

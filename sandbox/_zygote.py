@@ -30,27 +30,26 @@ identity. A kernel that refuses ``subset=pid`` (before Linux 5.8) fails the work
 
 from __future__ import annotations
 
-# What every run needs, imported once here so that no child pays for it. Kept lean on purpose:
-# every module here makes each fork slower (page tables, copy-on-write, at-fork hooks), so no
-# threading, shutil, dataclasses, pyseccomp (the host compiles the seccomp filter), linecache
-# (tracebacks read solution.py from the work dir) or random (its at-fork hook would reseed it in
-# every child; the program's `random` is seeded when imported, see _child.seed_random).
-import array
-import atexit  # noqa: F401
+# Only what the template needs is imported before it is forked: every module here is in the
+# interpreter every run is forked from, its pages copied into each run's page tables and torn down
+# at its exit (the template's resident memory: 7.7 -> ~5 MB without json, socket, signal's and
+# socket's enums, array and the monitor's own code). So no threading, shutil, dataclasses,
+# pyseccomp (the host compiles the seccomp filter), linecache (tracebacks read solution.py from
+# the work dir) or random (its at-fork hook would reseed it in every child; the program's `random`
+# is seeded when imported, see _child.seed_random); the C modules _signal and _socket stand in for
+# signal and socket, marshal for json (the configuration and the template's commands are ours).
+# The monitor loads json and its own module (_monitor) once the template is forked (load_monitor).
+import _signal
+import _socket
 import gc
-import io  # noqa: F401
-import json
+import marshal
 import os
-import signal
-import socket
 import struct
 import time
-import types  # noqa: F401
 
 # Imported as plain modules (not the ``sandbox`` package): the worker never loads pydantic.
 import _child
 import _linux
-import _monitor
 import _paths
 from _template import (
     PROGRAM_HEADER,
@@ -67,6 +66,23 @@ from _template import (
 TYPE_CHECKING = False  # not typing's: the worker imports nothing it does not need
 if TYPE_CHECKING:
     from typing import Any
+
+    import _monitor
+else:
+    _monitor = None  # loaded by load_monitor, in the monitor only, once the template is forked
+MONITOR_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_monitor.py")
+
+
+def load_monitor(source: bytes) -> None:
+    """The monitor's own module (``_monitor``, from its source read before the jail was built: the
+    jail does not hold our files), for this process only."""
+    global _monitor
+    import types
+
+    module = types.ModuleType("_monitor")
+    module.__file__ = MONITOR_FILE
+    exec(compile(source, MONITOR_FILE, "exec"), module.__dict__)
+    _monitor = module
 
 
 
@@ -248,13 +264,13 @@ class Worker:
         self.listener_bpf = bytes.fromhex(listener_hex) if listener_hex else None
         self.listener: int | None = None  # the runs' seccomp listener: their sysinfo calls, ours to answer
         self.proc_fd: int | None = None  # where the answers are written through (None: /proc)
-        self.sock: socket.socket | None = None
+        self.sock: _socket.socket | None = None
         self.unix_baseline: frozenset[int] = frozenset()
         self.broken: str | None = None  # set when the template is gone: this worker must be replaced
 
     def start_template(self) -> None:
         """Fork the template. Called once, before the first request."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
@@ -270,16 +286,17 @@ class Worker:
         os.close(own_pidns)
         theirs.close()
         self.sock = ours
-        msg, anc, _flags, _addr = ours.recvmsg(4096, socket.CMSG_SPACE(array.array("i").itemsize))
+        msg, anc, _flags, _addr = ours.recvmsg(4096, _socket.CMSG_SPACE(struct.calcsize("i")))
         for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                self.listener = array.array("i", data[: array.array("i").itemsize])[0]
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                (self.listener,) = struct.unpack_from("i", data)
         if self.listener is None:
             self.info["sysinfo"] = "the host's (" + msg[1:].decode("utf-8", "replace") + ")"
         else:
             self.info["sysinfo"] = "the run's own view (answered by the monitor)"
         # the slot's network namespace holds the sockets of this worker and its template (and no
         # run yet): what a run holds there is every other one
+        load_monitor(self.cfg.pop("monitor_source"))
         self.unix_baseline = frozenset(_monitor.unix_socket_inodes("self"))
 
     def _ask(self, msg: bytes, fds: list[int] | None = None) -> bytes:
@@ -293,7 +310,7 @@ class Worker:
         assert self.sock is not None
         try:
             if fds:
-                self.sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                self.sock.sendmsg([msg], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
             else:
                 self.sock.send(msg)
         except OSError as exc:
@@ -348,7 +365,7 @@ class Worker:
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         spec = {k: limits[k] for k in SETUP_FIELDS} | {"cgroup": cgroup}
         try:
-            self._tell(b"F" + json.dumps(spec).encode(), [stdin_r, out_w, err_w, st_w, go_r])
+            self._tell(b"F" + marshal.dumps(spec), [stdin_r, out_w, err_w, st_w, go_r])
         except BaseException:
             for fd in (stdin_w, out_r, err_r, st_r, go_w):
                 os.close(fd)
@@ -384,7 +401,7 @@ class Worker:
             return
         try:
             try:
-                os.kill(p.pid, signal.SIGKILL)
+                os.kill(p.pid, _signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self._reap(p.pid, p.sleeper)
@@ -478,10 +495,10 @@ class Worker:
             for fd in (p.out_r, p.err_r, p.st_r):
                 os.close(fd)
             if weak:  # no PID namespace took the run's processes down: its process group, then its dir
-                _killpg(p.pid, signal.SIGKILL)
+                _killpg(p.pid, _signal.SIGKILL)
             if not reaped:  # the watch failed: the run (and its sleeper) must not outlive it
                 try:
-                    os.kill(p.pid, signal.SIGKILL)
+                    os.kill(p.pid, _signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 self._reap(p.pid, p.sleeper)
@@ -528,6 +545,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _send(fd: int, obj: dict[str, Any]) -> None:
+    import json  # (not before the template is forked: see the imports)
+
     data = json.dumps(obj, ensure_ascii=True).encode()
     view = memoryview(struct.pack("<I", len(data)) + data)
     while view:
@@ -536,9 +555,19 @@ def _send(fd: int, obj: dict[str, Any]) -> None:
 
 
 def _recv(fd: int) -> dict[str, Any]:
+    import json
+
     (n,) = struct.unpack("<I", _read_exact(fd, 4))
     msg: dict[str, Any] = json.loads(_read_exact(fd, n))
     return msg
+
+
+def _recv_config(fd: int) -> dict[str, Any]:
+    """The first message: the configuration, in marshal's format (the host's own data: json is not
+    imported before the template is forked)."""
+    (n,) = struct.unpack("<I", _read_exact(fd, 4))
+    cfg: dict[str, Any] = marshal.loads(_read_exact(fd, n))
+    return cfg
 
 
 def serve() -> None:
@@ -554,7 +583,9 @@ def serve() -> None:
     os.close(devnull)
     _child.set_process_name("code-env-worker")
     try:
-        cfg = _recv(req_fd)
+        cfg = _recv_config(req_fd)
+        with open(MONITOR_FILE, "rb") as fh:  # (the jail will not hold it)
+            cfg["monitor_source"] = fh.read()
         weak = cfg.get("isolation") == "weak"
         info: dict[str, Any] = {"namespaces": [], "private_root": False}
         privileged = os.geteuid() == 0
@@ -581,7 +612,7 @@ def serve() -> None:
                 os.close(resp_fd)
                 _, status = os.waitpid(pid, 0)
                 os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 1)
-            _child.prctl(_child.PR_SET_PDEATHSIG, signal.SIGKILL)  # the waiter and we live and die together
+            _child.prctl(_child.PR_SET_PDEATHSIG, _signal.SIGKILL)  # the waiter and we live and die together
             info["namespaces"].append("pid")
         cfg["uid_switch"] = privileged
         # a run that may not fork, in a user namespace: a sleeper (no copy of the interpreter) is
