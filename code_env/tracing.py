@@ -7,7 +7,8 @@ A sample's trace id is ``problem_id/sample/turn/retry``: ``sample`` numbers the 
 ``reset(options={"sample": n})``; a trainer's running count), ``turn`` the step of a multi-turn
 episode (0 for a single-turn sample), ``retry`` how often the sandbox was asked again after a
 failure of its own (0: the first try). Its runs carry it with what they are appended
-(``.../public``, ``.../hidden``, ``.../public/3`` for a stdio task's test 3, ``.../public/syntax``,
+(``.../public``, ``.../hidden``, ``.../public+hidden`` for a single-turn grade's joint run of a
+function task, ``.../public/3`` for a stdio task's test 3, ``.../public/syntax``,
 ``.../public/checker/0``). ``key`` (``problem_id/sample/turn``) is the same for every retry: the
 join key.
 
@@ -85,17 +86,20 @@ class TraceId(NamedTuple):
     def parse(cls, text: str) -> TraceId | None:
         """The sample's id in a trace id (a sample's, or one of its runs'); None when ``text`` has
         none (a user's own trace id). A problem id may hold slashes (``HumanEval/0``): the run's
-        part starts at its last ``public``/``hidden`` after three numbers."""
+        part starts at its last ``public``/``hidden``/``public+hidden`` after three numbers."""
         parts = text.split("/")
         end = len(parts)
         for j in range(len(parts) - 1, 3, -1):
-            if parts[j] in ("public", "hidden") and all(_number(p) for p in parts[j - 3 : j]):
+            if parts[j] in RUN_PARTS and all(_number(p) for p in parts[j - 3 : j]):
                 end = j
                 break
         head = parts[:end]
         if len(head) < 4 or not all(_number(p) for p in head[-3:]):
             return None
         return cls("/".join(head[:-3]), int(head[-3]), int(head[-2]), int(head[-1]))
+
+
+RUN_PARTS = ("public", "hidden", "public+hidden")  # what a sample's runs append (public+hidden: a joint run)
 
 
 def _number(part: str) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import _child, _host, _monitor, _paths, _seccomp
 from .errors import IsolationUnavailableError, SandboxClosedError
-from .models import ExecutionResult, Limits
+from .models import QUEUE_TIMEOUT, ExecutionResult, Limits
 
 log = logging.getLogger("sandbox.process")
 
@@ -387,14 +387,17 @@ class ProcessBackend:
         """How many calls of ``run`` keep every worker busy: ``DEPTH`` per worker."""
         return self.size * DEPTH
 
-    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
+    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
+            queue_deadline: float | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
         as it has answered, without waiting for this process. A worker that dies or hangs
         (watchdog) fails the request it had begun (run once more, on any worker; a second failure
         is a ``sandbox_error``) and sends back the ones it had not begun, which are simply sent
         again."""
-        request = {"op": "run", "code": code, "stdin": stdin, "limits": _wire_limits(limits), "trace_id": trace_id}
+        request = {"op": "run", "code": code, "stdin": stdin, "limits": _wire_limits(limits), "trace_id": trace_id,
+                   "not_after": queue_deadline}  # fmt: skip
+        submitted = time.monotonic() if submitted is None else submitted
         failures: list[str] = []
         unstarted = 0
         while True:
@@ -413,10 +416,18 @@ class ProcessBackend:
                 unstarted += 1
         reply = call.reply
         reply.pop("worker_ms", None)
+        # waited: until the worker began it (the clock is the machine's: CLOCK_MONOTONIC, the same
+        # in every process and namespace of ours)
+        queued_ms = round(max(0.0, reply.pop("began", submitted) - submitted) * 1000, 3)
+        if reply.pop("queue_expired", False):
+            return ExecutionResult.infrastructure_failure(
+                f"{QUEUE_TIMEOUT} ({(queue_deadline or submitted) - submitted:g} s): it waited {queued_ms / 1000:.3f} s for a worker",
+                trace_id=trace_id, backend=self.name,
+            ).model_copy(update={"queued_ms": queued_ms})
         trace = reply.pop("trace", None)
         if trace:
             log.error("sandbox worker error on %s:\n%s", trace_id, trace)
-        result = ExecutionResult.from_wire({**reply, "trace_id": trace_id, "backend": self.name})
+        result = ExecutionResult.from_wire({**reply, "trace_id": trace_id, "backend": self.name, "queued_ms": queued_ms})
         if failures:
             result.reruns += 1
             result.rerun_reason = "; ".join(filter(None, [result.rerun_reason, f"the worker failed first: {failures[0]}"]))

@@ -194,7 +194,15 @@ class Sandbox:
             if hit is not None:
                 return hit.model_copy(update={"trace_id": tid, "cached": True, "queued_ms": queued_ms})
         try:
-            result = backend.run(code, stdin, lim, tid)
+            if getattr(backend, "concurrency", None) is not None:
+                # it queues requests itself (in its workers' pipes): it measures their wait, from
+                # ``submitted``, and answers one past the deadline unrun
+                start = time.monotonic() if submitted is None else submitted
+                deadline = None if self.queue_timeout_s is None else start + self.queue_timeout_s
+                result = backend.run(code, stdin, lim, tid, submitted=start, queue_deadline=deadline)  # type: ignore[call-arg]
+                queued_ms = result.queued_ms
+            else:
+                result = backend.run(code, stdin, lim, tid)
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
             log.exception("the %s backend failed on %s", backend.name, tid)
             result = ExecutionResult.infrastructure_failure(

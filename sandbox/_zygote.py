@@ -686,6 +686,10 @@ def serve() -> None:
             worker.discard_pending()
             return
         started = time.monotonic()
+        not_after = req.get("not_after")
+        if not_after is not None and started > not_after:  # it waited in our pipe past its deadline
+            _send(resp_fd, {"queue_expired": True, "began": started})
+            continue
         try:
             res = worker.run(req)
         except BaseException as exc:
@@ -697,6 +701,7 @@ def serve() -> None:
             except BaseException:
                 pass
         res["worker_ms"] = round((time.monotonic() - started) * 1000, 3)
+        res["began"] = started
         _send(resp_fd, res)
         if worker.broken:
             return  # the host replaces a worker that exits

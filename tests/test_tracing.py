@@ -56,6 +56,7 @@ def test_a_trace_id_parses_back_whatever_the_problem_id_and_the_run_suffix() -> 
                        ("builtin/fizzbuzz-line/7/0/2/public/3", ("builtin/fizzbuzz-line", 7, 0, 2)),
                        ("a/b/c/12/0/1/public/checker/0/reference", ("a/b/c", 12, 0, 1)),
                        ("p/1/2/3/hidden/from/4", ("p", 1, 2, 3)),
+                       ("HumanEval/7/5/0/1/public+hidden/from/3", ("HumanEval/7", 5, 0, 1)),
                        ("p/1/2/3/public/syntax", ("p", 1, 2, 3)),
                        ("9/1/2/3", ("9", 1, 2, 3))]:  # fmt: skip
         t = TraceId.parse(text)
