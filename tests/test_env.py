@@ -424,13 +424,14 @@ def test_make_vec_batches_every_sub_env_into_one_run_many_per_phase() -> None:
     runner.batches.clear()
     obs, rewards, term, _, info = envs.step(tuple(t.reference_solution for t in tasks))
     assert rewards.tolist() == [1.0] * 8 and term.all()
-    # one batch for the 8 programs' public tests (then one for special checkers), then the same for the hidden ones
-    public = sum(1 if t.kind == "function" else 1 + len(t.public_tests) for t in tasks)
-    hidden = sum(1 if t.kind == "function" else 1 + len(t.hidden_tests) for t in tasks)
-    public_checkers = any(c.checker for t in tasks for c in t.public_tests)
-    hidden_checkers = any(c.checker for t in tasks for c in t.hidden_tests)
-    assert runner.batches[0] == public and runner.batches[1 + public_checkers] == hidden
-    assert len(runner.batches) == 2 + public_checkers + hidden_checkers
+    # a single-turn step shows nothing between the public and the hidden tests: joint jobs. One batch
+    # for the function tasks' joint runs and the stdio tasks' compile checks and public runs, then one
+    # for the stdio tasks' hidden runs, then one for the special checkers, if any
+    first = sum(1 if t.kind == "function" else 1 + len(t.public_tests) for t in tasks)
+    stdio_hidden = sum(len(t.hidden_tests) for t in tasks if t.kind != "function")
+    checkers = any(c.checker for t in tasks for c in (*t.public_tests, *t.hidden_tests))
+    assert stdio_hidden and checkers  # this seed's 8 tasks have both kinds, and a checker
+    assert runner.batches[:2] == [first, stdio_hidden] and len(runner.batches) == 3
     assert obs["public_total"].tolist() == [len(t.public_tests) for t in tasks]
     # next-step autoreset: the finished sub-envs reset on this step, with reward 0
     obs, rewards, term, _trunc, info = envs.step(("pass",) * 8)
@@ -524,7 +525,7 @@ def test_evaluate_k_candidates_in_one_batch_identical_ones_judged_once() -> None
     env = CodeExecEnv(executor=runner)
     results = env.evaluate(candidates, problem_id="builtin/sum-of-evens")
     assert [r.reward for r in results] == [1.0, results[1].reward, 1.0, -1.0]
-    assert runner.batches == [3, 3]  # 3 distinct programs: their public runs, then their hidden runs
+    assert runner.batches == [3]  # 3 distinct programs, each one joint run of its public and hidden tests
     for r in results:
         assert env.observation_space.contains(r.observation)
     assert results[1].observation["public_passed"] == 1

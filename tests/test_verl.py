@@ -70,8 +70,8 @@ def test_the_batch_is_one_sandbox_batch_per_phase() -> None:
 
     runner = CountingRunner()
     compute_score_batch(["builtin"] * 8, [EVENS.reference_solution, WRONG] * 4, [EVENS.problem_id] * 8, sandbox=runner)
-    # 8 samples, 2 distinct programs: one run_many of their public runs, then one of their hidden runs
-    assert runner.batches == [2, 2]
+    # 8 samples, 2 distinct programs: one run_many of their joint runs (public and hidden tests in one)
+    assert runner.batches == [2]
 
 
 def test_reward_configuration_from_reward_kwargs_or_extra_info(tmp_path: Path) -> None:
