@@ -25,6 +25,7 @@ import warnings
 from typing import Any
 
 from . import _child, _host, _monitor, _paths, _seccomp
+from ._programs import program_imports
 from .errors import IsolationUnavailableError, SandboxClosedError
 from .models import QUEUE_TIMEOUT, ExecutionResult, Limits
 
@@ -298,6 +299,8 @@ class ProcessBackend:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation: expected one of {', '.join(map(repr, ISOLATION_MODES))}, got {isolation!r}")
         self.size = n
+        # what the host's registered programs import is preloaded with the rest (sandbox._programs)
+        preload = tuple(dict.fromkeys((*preload, *program_imports(programs))))
         packages = tuple(allowed_packages) if allowed_packages is not None else _paths.DEFAULT_ALLOWED_PACKAGES
         # an unknown package is a ValueError here, not in a worker; computed once for every start
         # and restart of every slot (it reads the metadata of every installed distribution)

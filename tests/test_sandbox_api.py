@@ -418,3 +418,18 @@ def test_a_registered_program_runs_as_compiled_in_the_run() -> None:
     with pytest.raises(TypeError, match="code: expected str"):
         sandbox.register_program(b"print(1)")  # type: ignore[arg-type]
     assert registry.verify.DRIVER in sandbox.registered_programs()  # the verifier's, registered on import
+
+
+def test_what_a_registered_program_imports_is_preloaded() -> None:
+    """The standard-library modules a registered program imports (anywhere in it: the driver imports
+    inside its function) are in every run's interpreter before it starts, as the preloaded ones are;
+    third-party and relative imports are not, and a program that does not parse names none."""
+    from sandbox._programs import program_imports
+
+    code = "def main():\n    import json, fcntl\n    from email import utils\n    import numpy\n    from . import x\n"
+    assert program_imports([code, "def f(:\n"]) == ("json", "fcntl", "email")
+    assert {"json", "fcntl"} <= set(program_imports([registry.verify.DRIVER]))
+    probe = "import sys\nprint(*[m in sys.modules for m in ('email', 'fcntl', 'numpy')])\n"
+    with Sandbox(workers=1, programs=[code]) as warm, Sandbox(workers=1, programs=[]) as cold:
+        assert warm.run(probe).stdout == "True True False\n"
+        assert cold.run(probe).stdout == "False False False\n"
