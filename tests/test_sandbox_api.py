@@ -355,15 +355,20 @@ def test_cache_is_off_by_default() -> None:
 
 
 def test_an_interrupted_call_leaves_no_worker_out_of_step() -> None:
-    import _thread
-
+    """Ctrl-C in the middle of a run: a real SIGINT to the main thread (which ends its wait at
+    once, as a terminal's would; ``_thread.interrupt_main`` only takes effect once the wait is
+    over, so a timer thread scheduled late on a loaded machine let the run finish first). The
+    interrupted run's reply, which comes later, must never be taken for the next call's."""
     sb = Sandbox(workers=1)
+    got: list[ExecutionResult] = []
     try:
-        timer = threading.Timer(0.3, _thread.interrupt_main)
+        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            sb.run("import time\ntime.sleep(2)\nprint('late')\n")
+            got.append(sb.run("import time\ntime.sleep(3)\nprint('late')\n"))
+            time.sleep(30)  # not reached unless the run ended before the signal: then the signal ends this
         timer.join()
+        assert not got, f"the run ended before the interrupt: {got[0]!r}"
         # the late reply of the interrupted run must never be taken for this one's
         assert sb.run("print('fresh')").stdout == "fresh\n"
         assert sb.run("print('again')").stdout == "again\n"
