@@ -363,7 +363,7 @@ class Worker:
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         st_r, st_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
-        spec = {k: limits[k] for k in SETUP_FIELDS} | {"cgroup": cgroup}
+        spec = setup_spec(limits) | {"cgroup": cgroup}
         try:
             self._tell(b"F" + marshal.dumps(spec), [stdin_r, out_w, err_w, st_w, go_r])
         except BaseException:
@@ -527,12 +527,25 @@ def _killpg(pid: int, sig: int) -> None:
 
 
 def setup_key(limits: dict[str, Any]) -> tuple[Any, ...]:
-    """What a waiting child has already applied: a request with other values needs another child."""
-    return tuple(limits[k] for k in SETUP_FIELDS)
+    """What a waiting child has already applied: a request with other values needs another child.
+    Of the time limits, a child applies only ``RLIMIT_CPU``, in whole seconds (``setup_spec``; the
+    monitor keeps the exact ones): requests whose budgets differ by a fraction of a second — a
+    verifier's, which grow with the size of their input — share a waiting child."""
+    return (_cpu_seconds(limits), *(limits[k] for k in SETUP_FIELDS))
 
 
-SETUP_FIELDS = ("timeout_s", "cpu_time_s", "memory_mb", "max_file_bytes", "max_disk_mb", "max_open_files",
-                "max_processes", "max_threads")  # fmt: skip
+def setup_spec(limits: dict[str, Any]) -> dict[str, Any]:
+    """The part of ``limits`` a child is set up with (the template's ``F`` command)."""
+    whole = _cpu_seconds(limits)
+    return {k: limits[k] for k in SETUP_FIELDS} | {"cpu_time_s": whole, "timeout_s": whole}
+
+
+def _cpu_seconds(limits: dict[str, Any]) -> int:
+    budget = limits["cpu_time_s"] if limits.get("cpu_time_s") is not None else limits["timeout_s"]
+    return int(-(-budget // 1))  # its ceiling (no math module here)
+
+
+SETUP_FIELDS = ("memory_mb", "max_file_bytes", "max_disk_mb", "max_open_files", "max_processes", "max_threads")
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import threading
@@ -317,6 +318,21 @@ def test_a_failure_twice_is_a_sandbox_error_not_a_verdict() -> None:
     finally:
         stop.set()
         sb.close()
+
+
+def test_each_run_gets_the_cpu_rlimit_of_its_own_limits() -> None:
+    """A worker forks the next run's child ahead of time, set up for the last run's limits, and
+    uses it when the next request's setup is the same: budgets that differ by a fraction of a
+    second (a verifier's grow with their input) share one, since only RLIMIT_CPU is applied in
+    the child, in whole seconds; whatever the order, each run has the rlimit of its own budget
+    (its ceiling plus one second: the monitor enforces the exact budget) and no other's."""
+    probe = "import resource\nprint(*resource.getrlimit(resource.RLIMIT_CPU))\n"
+    budgets = [2.0, 2.3, 1.6, 5.0, 5.0001, 2.2, 0.4, 7.9, 1.0]
+    with Sandbox(workers=1) as sb:
+        got = [sb.run(probe, limits=Limits(timeout_s=b + 1, cpu_time_s=b)).stdout for b in budgets]
+        plain = sb.run(probe, limits=Limits(timeout_s=3.5)).stdout  # cpu_time_s: the wall clock's
+    assert got == [f"{math.ceil(b) + 1} {math.ceil(b) + 2}\n" for b in budgets]
+    assert plain == "5 6\n"
 
 
 def test_the_wall_clock_does_not_charge_the_wait_for_a_cpu() -> None:
