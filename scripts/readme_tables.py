@@ -84,7 +84,22 @@ def task_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table, "registry.tasks": task_table}
+def languages_table() -> str:
+    """The languages table (`sandbox.languages.LANGUAGES`): names, files, commands, flags, what brings each."""
+    sys.path.insert(0, str(ROOT))
+    from sandbox.languages import LANGUAGES, RUNNABLE
+
+    rows = ["| language | also answers to | source | compile | run | flags | toolchain | runs in the sandbox |",
+            "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for lang in LANGUAGES.values():
+        aliases = ", ".join(f"`{a}`" for a in lang.aliases) or "–"
+        compile_ = f"`{' '.join(lang.compile)}`" if lang.compile else "–"
+        rows.append(f"| `{lang.name}` ({lang.title}) | {aliases} | `{lang.source}` | {compile_} | `{' '.join(lang.run)}` | "
+                    f"{lang.flags} | {lang.install} | {'yes' if lang.name in RUNNABLE else 'not yet'} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"sandbox.languages": languages_table, "sandbox.Limits": limits_table, "code_env.RewardConfig": reward_table, "registry.tasks": task_table}
 
 
 def main() -> int:

@@ -276,6 +276,14 @@ def test_info_reports_the_isolation() -> None:
     assert info["backend"] == "process"
     if os.geteuid() == 0:
         assert {"mount", "net", "ipc", "pid"} <= set(info["isolation"]["namespaces"])
+    # every language of the table, with its toolchain's version or the package that brings it
+    from sandbox.languages import LANGUAGES, discover
+
+    assert list(info["languages"]) == list(LANGUAGES)
+    for name, got in info["languages"].items():
+        found = discover(name)
+        assert got["toolchain"] == found.version and got["runs_in_sandbox"] == (name == "python")
+        assert ("install" in got) == (not found.found)
 
 
 @pytest.mark.slow

