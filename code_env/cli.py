@@ -175,12 +175,23 @@ def cmd_run(ns: argparse.Namespace) -> int:
         limits = _limits_from(ns)
     except ValidationError as exc:
         raise UsageError(f"invalid limits: {first_error(exc)}") from None
+    from sandbox import LanguageUnavailableError
+    from sandbox.languages import language_for_file, resolve
+
+    try:  # --language, else the file's extension, else Python (standard input, no extension)
+        language = resolve(ns.language).name if ns.language else (
+            language_for_file(ns.file).name if ns.file != "-" and os.path.splitext(ns.file)[1] else "python")
+    except ValueError as exc:
+        raise UsageError(str(exc) + ("" if ns.language else "; name it with --language")) from None
     try:
         RunRequest(code=code, stdin=stdin, limits=limits, trace_id=ns.trace_id)  # checks sizes before a sandbox starts
     except ValidationError as exc:
         raise UsageError(first_error(exc)) from None
     with Sandbox(backend=ns.backend, workers=1) as sb:
-        res = sb.run(code, stdin=stdin, limits=limits, trace_id=ns.trace_id)
+        try:
+            res = sb.run(code, stdin=stdin, limits=limits, trace_id=ns.trace_id, language=language)
+        except LanguageUnavailableError as exc:
+            raise UsageError(str(exc)) from None
     print(res.model_dump_json() if ns.json else summary(res))
     return 1 if res.sandbox_error else 0
 
@@ -191,7 +202,7 @@ def cmd_info(ns: argparse.Namespace) -> int:
     with Sandbox(backend=ns.backend, workers=1) as sb:
         info: dict[str, Any] = {"backend": sb.backend_name, "isolation": sb.isolation}
     # every language of the table: the toolchain found (its version) or what brings it, and
-    # whether the sandbox runs it (Python alone, until the compile phase lands)
+    # whether the sandbox runs it (sandbox.languages.RUNNABLE, where its toolchain is here)
     info["languages"] = {t.language: {"toolchain": t.version, "runs_in_sandbox": t.runs_in_sandbox,
                                       **({} if t.found else {"missing": t.missing, "install": t.install})}
                          for t in toolchains()}  # fmt: skip
@@ -311,8 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="code-env", description="Sandboxed code execution for RL on code.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     backends = ", ".join(BACKENDS)
-    r = sub.add_parser("run", help="run one Python file in the sandbox and print the result")
-    r.add_argument("file", metavar="FILE", help="the program ('-' reads standard input)")
+    r = sub.add_parser("run", help="run one program in the sandbox and print the result")
+    r.add_argument("file", metavar="FILE", help="the program ('-' reads standard input); its extension names its "
+                                                 "language (.py, .js, .sh, ...: code-env info lists them)")  # fmt: skip
+    r.add_argument("--language", metavar="NAME", help="the program's language, whatever its extension "
+                                                      "(python, javascript, bash, or an alias: nodejs, sh, ...)")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the ExecutionResult as JSON")
     r.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     r.add_argument("--stdin", metavar="FILE", help="the program's standard input: a file, or '-' for this command's "

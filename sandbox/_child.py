@@ -234,10 +234,10 @@ class _SeedingLoader:
         module.seed(self.seed)
 
 
-def write_source(code: str | bytes, directory: str) -> None:
+def write_source(code: str | bytes, directory: str, name: str = SOLUTION_FILENAME) -> None:
     """Put the program where ``python solution.py`` would have it, so tracebacks show its lines
-    (``code``: its text, or the text as UTF-8)."""
-    fd = os.open(directory + "/" + SOLUTION_FILENAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    (``code``: its text, or the text as UTF-8); another language's under its own ``name``."""
+    fd = os.open(directory + "/" + name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         data = code if isinstance(code, bytes) else code.encode("utf-8", "surrogatepass")
         while data:

@@ -73,11 +73,12 @@ def seccomp_filters() -> dict[str, str]:
     """Every filter variant and the sysinfo layer (``_seccomp``), hex-encoded for the worker
     (compiled once per process)."""
     filters = {
-        _seccomp.variant(allow_fork=fork, allow_unix_sockets=unix): _seccomp.compiled(
-            allow_fork=fork, allow_unix_sockets=unix
+        _seccomp.variant(allow_fork=fork, allow_unix_sockets=unix, allow_exec=ex): _seccomp.compiled(
+            allow_fork=fork, allow_unix_sockets=unix, allow_exec=ex
         ).hex()
         for unix in (True, False)
         for fork in (True, False)
+        for ex in (False, True)
     }
     return filters | {_seccomp.LISTENER_VARIANT: _seccomp.compiled_listener().hex()}
 
@@ -391,15 +392,16 @@ class ProcessBackend:
         return self.size * DEPTH
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
-            queue_deadline: float | None = None) -> ExecutionResult:  # fmt: skip
+            queue_deadline: float | None = None, command: tuple[str, ...] | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
         as it has answered, without waiting for this process. A worker that dies or hangs
         (watchdog) fails the request it had begun (run once more, on any worker; a second failure
         is a ``sandbox_error``) and sends back the ones it had not begun, which are simply sent
-        again."""
+        again. ``command``: another language's (``sandbox.languages.run_command``), which the run's
+        process executes in place of Python."""
         request = {"op": "run", "code": code, "stdin": stdin, "limits": _wire_limits(limits), "trace_id": trace_id,
-                   "not_after": queue_deadline}  # fmt: skip
+                   "not_after": queue_deadline, **({"command": list(command)} if command else {})}  # fmt: skip
         submitted = time.monotonic() if submitted is None else submitted
         failures: list[str] = []
         unstarted = 0

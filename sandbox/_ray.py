@@ -411,11 +411,13 @@ class RayExecutor:
             raise SandboxClosedError("this RayExecutor is closed; create a new one")
 
     # -- running
-    def run(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None) -> ExecutionResult:
-        """Run one program on some node; blocks until it is done. Safe to call from any thread."""
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
+            language: str = "python") -> ExecutionResult:  # fmt: skip
+        """Run one program on some node; blocks until it is done. Safe to call from any thread.
+        ``language``: as ``Sandbox.run`` (the nodes' sandboxes check it)."""
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
-        return self.run_many([RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id)])[0]
+        return self.run_many([RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id, language=language)])[0]
 
     def _limits(self, limits: Limits | None) -> Limits:
         return resolve_limits(limits, self.default_limits)

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 
 from ._programs import registered_programs
 from .cache import ResultCache
-from .errors import SandboxClosedError, UnknownBackendError
+from .errors import LanguageUnavailableError, SandboxClosedError, UnknownBackendError
 from .models import (
     QUEUE_TIMEOUT,
     ExecutionResult,
@@ -167,18 +167,35 @@ class Sandbox:
 
     # -- running
     def run(
-        self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None
+        self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
+        language: str = "python",
     ) -> ExecutionResult:
-        """Run one program; blocks until it is done. Safe to call from any thread."""
+        """Run one program; blocks until it is done. Safe to call from any thread. ``language``:
+        a name or alias of ``sandbox.languages`` that this sandbox runs (``LanguageUnavailableError``
+        says why another cannot run)."""
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
-        return self._run_checked(code, stdin, lim, trace_id)
+        lang = self._language(language)
+        return self._run_checked(code, stdin, lim, trace_id, language=lang)
+
+    def _language(self, name: str) -> str:
+        """The canonical name of a language this sandbox runs, its command looked up once."""
+        from .languages import resolve, run_command
+
+        lang = resolve(name).name
+        if lang != "python":
+            backend = self._live()
+            if backend.name != "process":
+                raise LanguageUnavailableError(f"language {lang!r}: the {backend.name} backend runs python only, "
+                                               "for now; the process backend runs it")  # fmt: skip
+            run_command(lang)
+        return lang
 
     def _limits(self, limits: Limits | None) -> Limits:
         return resolve_limits(limits, self.default_limits)
 
     def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None,
-                     submitted: float | None = None) -> ExecutionResult:  # fmt: skip
+                     submitted: float | None = None, language: str = "python") -> ExecutionResult:  # fmt: skip
         backend = self._live()
         tid = trace_id if trace_id is not None else f"run/{next(self._counter)}"
         queued_ms = 0.0 if submitted is None else round((time.monotonic() - submitted) * 1000, 3)
@@ -189,7 +206,7 @@ class Sandbox:
             ).model_copy(update={"queued_ms": queued_ms})
         key = None
         if self.cache is not None:
-            key = self.cache.key(code, stdin, lim, backend.version)
+            key = self.cache.key(code, stdin, lim, backend.version, language)
             hit = self.cache.get(key)
             if hit is not None:
                 return hit.model_copy(update={"trace_id": tid, "cached": True, "queued_ms": queued_ms})
@@ -199,7 +216,12 @@ class Sandbox:
                 # ``submitted``, and answers one past the deadline unrun
                 start = time.monotonic() if submitted is None else submitted
                 deadline = None if self.queue_timeout_s is None else start + self.queue_timeout_s
-                result = backend.run(code, stdin, lim, tid, submitted=start, queue_deadline=deadline)  # type: ignore[call-arg]
+                extra: dict[str, Any] = {}
+                if language != "python":
+                    from .languages import run_command
+
+                    extra["command"] = run_command(language)
+                result = backend.run(code, stdin, lim, tid, submitted=start, queue_deadline=deadline, **extra)  # type: ignore[call-arg]
                 queued_ms = result.queued_ms
             else:
                 result = backend.run(code, stdin, lim, tid)
@@ -230,10 +252,17 @@ class Sandbox:
         items = coerce_requests(requests, default)
         if not items:
             return []
+        for i, r in enumerate(items):  # before any runs, as the rest of the validation
+            if r.language != "python":
+                try:
+                    self._language(r.language)
+                except LanguageUnavailableError as exc:
+                    raise LanguageUnavailableError(f"request {i}: {exc}") from None
         pool = self._executor()
         submitted = time.monotonic()
         futures = [
-            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted) for r in items
+            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language)
+            for r in items
         ]
         if progress:
             from concurrent.futures import as_completed

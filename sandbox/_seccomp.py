@@ -111,7 +111,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeAlias
 
-# Always EPERM, whatever the limits. Names an architecture lacks are skipped.
+# A run of another language's interpreter or compiled program (``allow_exec``, ``sandbox.languages``)
+# starts it with execve: allowed in that run's filter alone, never in a Python run's.
+EXEC_SYSCALLS: tuple[str, ...] = ("execve", "execveat")
+
+# Always EPERM, whatever the limits (but EXEC_SYSCALLS with allow_exec). Names an architecture lacks are skipped.
 DENIED_SYSCALLS: tuple[str, ...] = (
     # other programs
     "execve", "execveat", "uselib",
@@ -269,19 +273,19 @@ S_IFMT = 0o170000
 INT32 = 0xFFFFFFFF  # the bits of an ``int`` argument
 
 
-def variant(*, allow_fork: bool, allow_unix_sockets: bool) -> str:
-    """The name of a filter variant, e.g. ``unix-nofork`` (the worker, which must not import this
-    module, spells the same names in ``_zygote.Worker``)."""
-    return f"{'unix' if allow_unix_sockets else 'nounix'}-{'fork' if allow_fork else 'nofork'}"
+def variant(*, allow_fork: bool, allow_unix_sockets: bool, allow_exec: bool = False) -> str:
+    """The name of a filter variant, e.g. ``unix-nofork`` or ``unix-nofork-exec`` (the worker,
+    which must not import this module, spells the same names in ``_zygote.Worker``)."""
+    return f"{'unix' if allow_unix_sockets else 'nounix'}-{'fork' if allow_fork else 'nofork'}" + ("-exec" if allow_exec else "")
 
 
 @cache
-def compiled(*, allow_fork: bool, allow_unix_sockets: bool) -> bytes:
+def compiled(*, allow_fork: bool, allow_unix_sockets: bool, allow_exec: bool = False) -> bytes:
     """``build_bpf``, once per process and variant."""
-    return build_bpf(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets)
+    return build_bpf(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, allow_exec=allow_exec)
 
 
-def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None) -> Any:
+def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None, allow_exec: bool = False) -> Any:
     """The libseccomp filter (a ``pyseccomp.SyscallFilter``) for the native architecture, or for
     ``arch`` (a ``pyseccomp.Arch`` value; to check that the lists compile there). No run loads it:
     it is the reference ``build_bpf``'s program must answer like (``reference_bpf``), the rules
@@ -307,7 +311,7 @@ def build_filter(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None
     eperm, allow = sc.ERRNO(errno.EPERM), sc.ALLOW
 
     for name in DENIED_SYSCALLS:
-        rules.add(eperm, name)
+        rules.add(allow if allow_exec and name in EXEC_SYSCALLS else eperm, name)
     for name in ALLOWED_SYSCALLS:
         rules.add(allow, name)
     # clone3 is in neither list: it answers ENOSYS, the default (libseccomp refuses a rule that
@@ -522,24 +526,24 @@ class Target:
         return SECCOMP_DATA_ARGS + 8 * arg + (4 if self.big_endian else 0)
 
 
-def build_bpf(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None) -> bytes:
+def build_bpf(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None, allow_exec: bool = False) -> bytes:
     """The run filter as a classic-BPF program (an array of ``struct sock_filter`` in the
     architecture's byte order), compiled by ``assemble`` from ``syscall_table``."""
     import pyseccomp as sc
 
     target = Target.of(sc, sc.system_arch() if arch is None else arch)
     table = syscall_table(
-        allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, arch=target.token
+        allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, arch=target.token, allow_exec=allow_exec
     )
     return assemble(table, target, default=ACTION_ENOSYS, badarch=_badarch_action())
 
 
-def reference_bpf(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None) -> bytes:
+def reference_bpf(*, allow_fork: bool, allow_unix_sockets: bool, arch: int | None = None, allow_exec: bool = False) -> bytes:
     """The same filter compiled by libseccomp (``build_filter``): the reference the tests hold
     ``build_bpf`` to. libseccomp writes it in the architecture's byte order, but for the return
     values, which stay in the host's."""
     return _export(
-        build_filter(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, arch=arch)
+        build_filter(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, arch=arch, allow_exec=allow_exec)
     )
 
 
@@ -556,7 +560,7 @@ def _badarch_action() -> int:
     return int(sc.KILL_PROCESS)
 
 
-def syscall_table(*, allow_fork: bool, allow_unix_sockets: bool, arch: int) -> dict[int, Decision]:
+def syscall_table(*, allow_fork: bool, allow_unix_sockets: bool, arch: int, allow_exec: bool = False) -> dict[int, Decision]:
     """System call number (as the u32 ``seccomp_data.nr``) -> decision: ``build_filter``'s rules,
     written as decisions. A number absent answers the default (``ENOSYS``)."""
     import pyseccomp as sc
@@ -570,7 +574,7 @@ def syscall_table(*, allow_fork: bool, allow_unix_sockets: bool, arch: int) -> d
                 raise ValueError(f"two rules for system call {nr} ({name}): {table[nr]} {decision}")
 
     for name in DENIED_SYSCALLS:
-        put(name, ACTION_EPERM)
+        put(name, ACTION_ALLOW if allow_exec and name in EXEC_SYSCALLS else ACTION_EPERM)
     for name in ALLOWED_SYSCALLS:
         put(name, ACTION_ALLOW)
     # clone3 is in neither list: ENOSYS, so that glibc falls back to clone

@@ -134,7 +134,7 @@ class Template:
     zeroed right after, so no later child finds them."""
 
     def __init__(self, cfg: dict[str, Any], sock: _socket.socket, cgroups: list[Cgroup | None],
-                 filters: dict[bool, _child.SeccompProgram], own_pidns: int | None) -> None:  # fmt: skip
+                 filters: dict[tuple[bool, bool], _child.SeccompProgram], own_pidns: int | None) -> None:  # fmt: skip
         self.sock = sock
         self.uid: int = cfg["uid"]
         self.gid: int = cfg["gid"]
@@ -308,11 +308,12 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
     try:
         # wait for the program (the monitor may keep us waiting for a long time): its seed and
         # length, then its source as UTF-8 (binary: json would cost a fresh child tens of page faults)
-        seed, n = PROGRAM_HEADER.unpack(_read_exact(4, PROGRAM_HEADER.size))
+        seed, n, m = PROGRAM_HEADER.unpack(_read_exact(4, PROGRAM_HEADER.size))
         source = _read_exact(4, n)
+        command = _read_exact(4, m).split(b"\0") if m else None
         os.close(4)
-        _child.write_source(source, workdir)
-        code = source.decode("utf-8", "surrogatepass")
+        _child.write_source(source, workdir, command[0].decode() if command else _child.SOLUTION_FILENAME)
+        code = "" if command else source.decode("utf-8", "surrogatepass")
         del source
         _child.limit_program(spec["max_file_bytes"], fixed=False)  # after our own write of the source
         if t.uid_switch:
@@ -326,14 +327,23 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
         _child.prctl(_child.PR_SET_PDEATHSIG, _signal.SIGKILL)  # after the uid change, which clears it
         if t.sleeper:  # the template has no handler (for its sleepers): the program gets Python's back
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # (the C module: signal's enums cost a child ~40 faults)
-        t.filters[forking].install()  # the environment is already the run's
+        t.filters[forking, command is not None].install()  # the environment is already the run's
         os.write(3, b"R")
         os.close(3)
     except BaseException as exc:
         _fail(3, f"child setup failed: {type(exc).__name__}: {exc}")
     status = 1
     try:
-        status = _child.run_program(code, seed)
+        if command is not None:  # another language: its interpreter or its compiled program, here
+            try:  # the signals Python ignores go back to their defaults, as subprocess does
+                for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+                    _signal.signal(sig, _signal.SIG_DFL)
+                os.execve(command[1], command[1:], os.environ)
+            except OSError as exc:  # (the host checked it is there: a failure of ours, not the program's)
+                os.write(2, b"code-env: cannot start " + command[1] + b": " + str(exc).encode() + b"\n")
+                status = SETUP_FAILED
+        else:
+            status = _child.run_program(code, seed)
     finally:
         os._exit(status)
 
@@ -456,7 +466,10 @@ def _init(program: int, *, private: bool) -> None:
 
 
 SLOT_PROCESSES = 8
-PROGRAM_HEADER = struct.Struct("<II")  # what the monitor sends a waiting child: seed, length of the source
+# what the monitor sends a waiting child: seed, length of the source, length of the command that
+# runs it (0: the source is Python, run in-process; else NUL-separated: the source file's name,
+# then the argv whose first word is an absolute path: ``sandbox.languages``)
+PROGRAM_HEADER = struct.Struct("<III")
 SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 

@@ -256,10 +256,11 @@ class Worker:
         self.expected: dict[str, Any] = cfg["default_limits"]
         # AF_UNIX sockets only where the run has a filesystem (and a network namespace) of its own
         variant = "nounix" if cfg.get("isolation") == "weak" else "unix"
-        self.filters = {
-            fork: _child.SeccompProgram(bytes.fromhex(cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}"]))
-            for fork in (False, True)
-        }
+        self.filters = {  # (may fork, runs another language's program: may execve)
+            (fork, ex): _child.SeccompProgram(bytes.fromhex(
+                cfg["seccomp"][f"{variant}-{'fork' if fork else 'nofork'}" + ("-exec" if ex else "")]))
+            for fork in (False, True) for ex in (False, True)
+        }  # fmt: skip
         listener_hex = cfg["seccomp"].get("sysinfo-listener")
         self.listener_bpf = bytes.fromhex(listener_hex) if listener_hex else None
         self.listener: int | None = None  # the runs' seccomp listener: their sysinfo calls, ours to answer
@@ -446,7 +447,8 @@ class Worker:
         weak = self.cfg.get("isolation") == "weak"
         wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak, sleeper=self.cfg["sleeper"])
         source = req["code"].encode("utf-8", "surrogatepass")
-        payload = PROGRAM_HEADER.pack(limits["random_seed"], len(source)) + source
+        command = b"\0".join(w.encode() for w in req["command"]) if req.get("command") else b""
+        payload = PROGRAM_HEADER.pack(limits["random_seed"], len(source), len(command)) + source + command
         reaped: list[tuple[int, float, int]] = []
 
         def reap(pid: int) -> tuple[int, float, int]:

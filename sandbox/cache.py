@@ -39,9 +39,10 @@ class ResultCache:
             self._db.commit()
 
     @staticmethod
-    def key(code: str, stdin: str, limits: Limits, backend_version: str) -> str:
+    def key(code: str, stdin: str, limits: Limits, backend_version: str, language: str = "python") -> str:
         blob = json.dumps(
-            {"code": code, "stdin": stdin, "limits": limits.model_dump(), "backend": backend_version},
+            {"code": code, "stdin": stdin, "limits": limits.model_dump(), "backend": backend_version,
+             **({"language": language} if language != "python" else {})},
             sort_keys=True,
             ensure_ascii=True,
         )

@@ -10,6 +10,9 @@ Hierarchy::
     │                                     no unprivileged user namespaces) or the jail's /proc
     │                                     (subset=pid, Linux < 5.8): fails closed, names the ways out
     │                                     (root, user namespaces, a newer kernel, or isolation="weak")
+    ├── LanguageUnavailableError (ValueError)  a language the sandbox cannot run here: not runnable
+    │                                     yet, its toolchain missing (names the package), or not on
+    │                                     this backend
     ├── CgroupUnusableError               ``$CODE_ENV_CGROUP`` names a cgroup this user cannot use
     │                                     (the path, and the permission or controller it lacks)
     └── SandboxClosedError                ``run`` on a sandbox that was closed
@@ -48,6 +51,11 @@ class BackendUnavailableError(SandboxError):
         self.backend = backend
         self.reason = reason
         super().__init__(f"sandbox backend {backend!r} is unavailable: {reason}")
+
+
+class LanguageUnavailableError(SandboxError, ValueError):
+    """A language the sandbox cannot run here (``sandbox.languages``): the message says why and
+    what would bring it. Raised before anything runs, never a ``sandbox_error`` of a run."""
 
 
 class CgroupUnusableError(SandboxError):

@@ -11,9 +11,10 @@ run by a test framework) are not aliases: another way to judge, not another lang
 word is looked up on ``PATH``.
 
 ``discover(name)`` says what this machine has: the toolchain's binaries, its version, or what is
-missing and which package brings it. ``RUNNABLE`` names the languages a ``Sandbox`` runs: Python
-alone today, until the compile phase and the run path for executables land; ``toolchains()``
-reports every language's toolchain, found or missing, whether or not the sandbox runs it yet.
+missing and which package brings it. ``RUNNABLE`` names the languages a ``Sandbox`` runs (Python,
+and the interpreted ones whose interpreter the jail shows: ``run_command``; the compiled ones wait
+for the compile phase); ``toolchains()`` reports every language's toolchain, found or missing,
+whether or not the sandbox runs it yet.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import SandboxError
+from .errors import LanguageUnavailableError, SandboxError
 
 VERSION_TIMEOUT_S = 20.0  # a JVM's first start on a loaded machine takes seconds
 
@@ -123,7 +124,40 @@ LANGUAGES: dict[str, Language] = {
     )
 }  # fmt: skip
 
-RUNNABLE = ("python",)  # what a Sandbox runs today
+# What a Sandbox runs: Python in-process; the interpreted languages whose interpreter is in the
+# jail's read-only system view, started with execve by the run's own process (the process
+# backend). The compiled languages wait for the compile phase.
+RUNNABLE = ("python", "javascript", "bash")
+
+
+def run_command(name: str) -> tuple[str, ...]:
+    """What a run of a ``name`` program (not Python) executes in the jail: the source file's
+    name, then the argv, its first word the interpreter's absolute path, which the jail's
+    read-only system view shows (``_paths.SYSTEM_DIRS``). ``LanguageUnavailableError`` says why
+    a language cannot run here."""
+    lang = resolve(name)
+    if lang.name == "python" or lang.name not in RUNNABLE:
+        why = ("it runs in-process" if lang.name == "python" else
+               "the sandbox does not run it yet (" + ("compiled languages wait for the compile phase)" if lang.compiled
+                                                      else "its runner is not in the jail's view yet)"))  # fmt: skip
+        raise LanguageUnavailableError(f"language {lang.name!r}: {why}; the sandbox runs {', '.join(RUNNABLE)}")
+    return _run_command(lang.name)
+
+
+@functools.cache
+def _run_command(name: str) -> tuple[str, ...]:
+    from ._paths import SYSTEM_DIRS
+
+    lang, found = LANGUAGES[name], discover(name)
+    if not found.found:
+        raise LanguageUnavailableError(f"language {name!r}: no toolchain on this machine ({'; '.join(found.missing)}); "
+                                       f"{lang.install}")  # fmt: skip
+    binary = os.path.realpath(found.binaries[lang.run[0]])
+    if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS):
+        raise LanguageUnavailableError(f"language {name!r}: its interpreter {binary} is outside the system directories "
+                                       f"the jail shows ({', '.join(SYSTEM_DIRS)}); {lang.install}")  # fmt: skip
+    argv = [binary, *(w.replace("{src}", lang.source) for w in lang.run[1:])]
+    return (lang.source, *argv)
 
 
 @functools.cache
@@ -156,7 +190,7 @@ def language_for_file(path: str) -> Language:
         if suffix in lang.extensions:
             return lang
     known = ", ".join(e for lang in LANGUAGES.values() for e in lang.extensions)
-    raise ValueError(f"{path!r}: no language has the extension {suffix or '(none)'!r} (known: {known}); name one")
+    raise ValueError(f"{path!r}: no language has the extension {suffix or '(none)'!r} (known: {known})")
 
 
 class Toolchain(BaseModel):

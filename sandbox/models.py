@@ -89,6 +89,14 @@ class RunRequest(BaseModel):
     stdin: str = ""
     limits: Limits | None = None
     trace_id: str | None = None
+    language: str = Field("python", description="a name or alias of sandbox.languages (canonical once validated)")
+
+    @field_validator("language")
+    @classmethod
+    def _canonical_language(cls, v: str) -> str:
+        from .languages import resolve
+
+        return resolve(v).name
 
     @field_validator("code", "stdin", mode="before")
     @classmethod

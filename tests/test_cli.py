@@ -33,6 +33,26 @@ def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[s
                                        out.stderr.decode(errors="replace"))  # fmt: skip
 
 
+def test_run_takes_the_language_from_the_extension_or_the_flag(tmp_path: Path) -> None:
+    from sandbox.languages import discover
+
+    if not (discover("javascript").found and discover("bash").found):
+        pytest.skip("node or bash missing")
+    (tmp_path / "p.js").write_text("console.log(6 * 7)\n")
+    (tmp_path / "p.txt").write_text("echo $((6 * 7))\n")
+    (tmp_path / "p.cpp").write_text("int main() {}\n")
+    out = cli("run", "--json", str(tmp_path / "p.js"))
+    assert out.returncode == 0 and json.loads(out.stdout)["stdout"] == "42\n", out.stderr
+    out = cli("run", "--json", "--language", "sh", str(tmp_path / "p.txt"))
+    assert out.returncode == 0 and json.loads(out.stdout)["stdout"] == "42\n", out.stderr
+    out = cli("run", str(tmp_path / "p.txt"))
+    assert out.returncode == 2 and "no language has the extension '.txt'" in out.stderr and "--language" in out.stderr
+    out = cli("run", str(tmp_path / "p.cpp"))
+    assert out.returncode == 2 and "language 'cpp': the sandbox does not run it yet" in out.stderr
+    out = cli("run", "--language", "cobol", str(tmp_path / "p.js"))
+    assert out.returncode == 2 and "unknown language 'cobol'" in out.stderr
+
+
 def test_run_json_prints_one_execution_result(tmp_path: Path) -> None:
     prog = tmp_path / "prog.py"
     prog.write_text("print(input().upper())\n")
@@ -277,12 +297,12 @@ def test_info_reports_the_isolation() -> None:
     if os.geteuid() == 0:
         assert {"mount", "net", "ipc", "pid"} <= set(info["isolation"]["namespaces"])
     # every language of the table, with its toolchain's version or the package that brings it
-    from sandbox.languages import LANGUAGES, discover
+    from sandbox.languages import LANGUAGES, RUNNABLE, discover
 
     assert list(info["languages"]) == list(LANGUAGES)
     for name, got in info["languages"].items():
         found = discover(name)
-        assert got["toolchain"] == found.version and got["runs_in_sandbox"] == (name == "python")
+        assert got["toolchain"] == found.version and got["runs_in_sandbox"] == (name in RUNNABLE and found.found)
         assert ("install" in got) == (not found.found)
 
 

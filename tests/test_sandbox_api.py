@@ -25,7 +25,7 @@ from .conftest import BACKENDS, get_sandbox
 
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(sandbox) if not n.startswith("_")}
-    modules = {"cache", "errors", "models"}
+    modules = {"cache", "errors", "languages", "models"}
     assert set(sandbox.__all__) == public - modules
 
 

@@ -263,10 +263,10 @@ def syscall_numbers(arch: int) -> set[int]:
 
 @cache
 def programs(
-    arch: int, allow_fork: bool, allow_unix_sockets: bool
+    arch: int, allow_fork: bool, allow_unix_sockets: bool, allow_exec: bool = False
 ) -> tuple[list[Insn], list[Insn]]:
     """(ours, libseccomp's), decoded."""
-    kw = {"allow_fork": allow_fork, "allow_unix_sockets": allow_unix_sockets, "arch": arch}
+    kw = {"allow_fork": allow_fork, "allow_unix_sockets": allow_unix_sockets, "arch": arch, "allow_exec": allow_exec}
     return decode(_seccomp.build_bpf(**kw), arch), decode(_seccomp.reference_bpf(**kw), arch)
 
 
@@ -274,9 +274,9 @@ def audit_arch(arch: int) -> int:
     return 0xC000003E if arch == pyseccomp.Arch.X32 else arch
 
 
-def differences(arch: int, allow_fork: bool, allow_unix_sockets: bool) -> list[str]:
+def differences(arch: int, allow_fork: bool, allow_unix_sockets: bool, allow_exec: bool = False) -> list[str]:
     """Run both programs on every input; describe (some of) the inputs where they differ."""
-    ours, reference = programs(arch, allow_fork, allow_unix_sockets)
+    ours, reference = programs(arch, allow_fork, allow_unix_sockets, allow_exec)
     native = audit_arch(arch)
     rng = random.Random(3)
     plain = [(0,) * 6, (U64,) * 6, tuple(rng.getrandbits(64) for _ in range(6))]
@@ -287,7 +287,7 @@ def differences(arch: int, allow_fork: bool, allow_unix_sockets: bool) -> list[s
         inputs += [(nr, wrong, (0,) * 6) for nr in (0, 1, 39, 59, 231, 0x40000027, U32)]
     checked = sorted(numbers_of(arch, ARGUMENT_CHECKED) | {
         nr for nr, d in _seccomp.syscall_table(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets,
-                                               arch=arch).items() if isinstance(d, _seccomp.ArgTest)
+                                               arch=arch, allow_exec=allow_exec).items() if isinstance(d, _seccomp.ArgTest)
     })  # fmt: skip
     order = ">" if big_endian(arch) else "<"
     vectors = argument_vectors(interesting_values())
@@ -317,6 +317,18 @@ def test_same_answers_as_libseccomp(allow_fork: bool, allow_unix_sockets: bool) 
     """This machine's programs."""
     found = differences(NATIVE, allow_fork, allow_unix_sockets)
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(("allow_fork", "allow_unix_sockets"), VARIANTS)
+def test_the_exec_variants_answer_as_libseccomp_and_differ_only_in_exec(allow_fork: bool, allow_unix_sockets: bool) -> None:
+    """A run of another language's program (``allow_exec``): the same filter but for execve and
+    execveat, allowed; ours answers as libseccomp's on every input."""
+    found = differences(NATIVE, allow_fork, allow_unix_sockets, True)
+    assert not found, "\n".join(found)
+    kw = {"allow_fork": allow_fork, "allow_unix_sockets": allow_unix_sockets, "arch": NATIVE}
+    plain, exec_ = _seccomp.syscall_table(**kw), _seccomp.syscall_table(**kw, allow_exec=True)
+    changed = {nr for nr in plain.keys() | exec_.keys() if plain.get(nr) != exec_.get(nr)}
+    assert changed == numbers_of(NATIVE, ("execve", "execveat")) and {exec_[nr] for nr in changed} == {_seccomp.ACTION_ALLOW}
 
 
 # fmt: off
