@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,14 @@ def assert_contained(sandbox: Sandbox) -> None:
     if sandbox.backend_name == "process":  # as a normal user, runs have our uid: count instead
         for pid in sandbox._backend.worker_pids():  # type: ignore[union-attr]
             waiter = psutil.Process(pid).parent()
-            tree = [] if waiter is None else [waiter, *waiter.children(recursive=True)]
+            # a run's last process may still be exiting: the kernel frees its namespaces' files as
+            # it exits (a million hard links take seconds on a loaded machine); it must be gone soon
+            deadline = time.monotonic() + 30
+            while True:
+                tree = [] if waiter is None else [waiter, *waiter.children(recursive=True)]
+                if len(tree) <= SLOT_PROCESSES or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             assert len(tree) <= SLOT_PROCESSES, f"a slot holds more than its own processes: {tree}"
     zombies = [c.pid for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
     assert not zombies, f"zombie children: {zombies}"

@@ -377,6 +377,9 @@ def test_an_interrupted_call_leaves_no_worker_out_of_step() -> None:
     interrupted run's reply, which comes later, must never be taken for the next call's."""
     sb = Sandbox(workers=1)
     got: list[ExecutionResult] = []
+    # Python's own handler, whatever this process inherited: started in the background by a shell
+    # without job control (CI, the normal-user suite), SIGINT is ignored, and Python then keeps it so
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
         timer.start()
@@ -389,6 +392,7 @@ def test_an_interrupted_call_leaves_no_worker_out_of_step() -> None:
         assert sb.run("print('fresh')").stdout == "fresh\n"
         assert sb.run("print('again')").stdout == "again\n"
     finally:
+        signal.signal(signal.SIGINT, previous)
         sb.close()
 
 
