@@ -27,14 +27,16 @@ has_lib 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
 # bubblewrap: the bare `bwrap` anchor of the benchmarks (benchmarks/test_sandbox_throughput.py skips
 # it, saying so, where it is missing); the sandbox itself never uses it.
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# as_root_apt PKG...: as root, install the Debian packages (apt's status); else 2, having installed nothing
+as_root_apt() {
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 2
+    log "installing $* with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 if ((${#need_apt[@]})); then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        log "installing ${need_apt[*]} with apt-get"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-    else
-        log "missing system packages: ${need_apt[*]} (install them with your package manager)"
-    fi
+    as_root_apt "${need_apt[@]}" || { rc=$?; [ $rc = 2 ] || exit $rc
+        log "missing system packages: ${need_apt[*]} (install them with your package manager)"; }
 fi
 
 # The standard library's own test suites (tests/test_seccomp.py runs 17 of them under the filter):
@@ -93,14 +95,9 @@ command -v javac >/dev/null || need_tc+=(default-jdk-headless)
 command -v node >/dev/null || need_tc+=(nodejs)
 command -v npm >/dev/null || need_tc+=(npm)
 if ((${#need_tc[@]})); then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        log "installing the toolchains ${need_tc[*]} with apt-get"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_tc[@]}" >/dev/null \
-            || log "warning: apt-get could not install ${need_tc[*]}; those languages' toolchains are missing"
-    else
-        log "toolchains not installed: ${need_tc[*]} (optional: each language's own; \`code-env info\` lists them)"
-    fi
+    as_root_apt "${need_tc[@]}" || { [ $? = 2 ] \
+        && log "toolchains not installed: ${need_tc[*]} (optional: each language's own; \`code-env info\` lists them)" \
+        || log "warning: apt-get could not install ${need_tc[*]}; those languages' toolchains are missing"; }
 fi
 TSX_VERSION="${TSX_VERSION:-4}"
 if [ ! -x "$VENV/bin/tsx" ] && command -v npm >/dev/null; then
