@@ -2,7 +2,7 @@
 machine has of each toolchain.
 
 One ``Language`` per language: its name and the aliases it answers to (SandboxFusion's names
-among them: ``nodejs``, ``go_test``, ...), the file extensions that name it, the file its source is
+among them: ``nodejs``, ``cpp``, ...), the file extensions that name it, the file its source is
 written to, the compile and run commands with the flags common online judges use, the command that
 prints the toolchain's version, and what brings the toolchain where it is missing (Debian's
 package, a PyPI wheel or an npm package). SandboxFusion's ``pytest`` and ``go_test`` (a program

@@ -96,7 +96,12 @@ def host_files() -> set[str]:
 
 @pytest.fixture(params=BACKENDS)
 def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
-    sandbox = get_sandbox(request.param)
+    yield from watched(get_sandbox(request.param))
+
+
+def watched(sandbox: Sandbox) -> Iterator[Sandbox]:
+    """A fixture's body: ``sandbox`` for one test, then the host-side checks (nothing of a run
+    alive, no file outside the work dir)."""
     before = host_files()
     yield sandbox
     assert_contained(sandbox)

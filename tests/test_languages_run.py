@@ -16,7 +16,7 @@ import pytest
 from sandbox import ExecutionResult, LanguageUnavailableError, Limits, Sandbox
 from sandbox.languages import discover
 
-from .conftest import REPO, SECRET_NAME, SECRET_VALUE, assert_contained, get_sandbox, host_files
+from .conftest import REPO, SECRET_NAME, SECRET_VALUE, get_sandbox, watched
 
 FAST = Limits(timeout_s=2.0, memory_mb=256)
 LANGS = [pytest.param(name, marks=pytest.mark.skipif(not discover(name).found, reason=f"no {name} toolchain here"))
@@ -25,12 +25,7 @@ LANGS = [pytest.param(name, marks=pytest.mark.skipif(not discover(name).found, r
 
 @pytest.fixture
 def sb() -> Iterator[Sandbox]:
-    sandbox = get_sandbox("process")
-    before = host_files()
-    yield sandbox
-    assert_contained(sandbox)
-    appeared = host_files() - before
-    assert not appeared, f"files appeared outside the work dir: {sorted(appeared)}"
+    yield from watched(get_sandbox("process"))
 
 
 def run(sb: Sandbox, language: str, code: str, limits: Limits = FAST, stdin: str = "") -> ExecutionResult:
