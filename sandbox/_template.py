@@ -298,11 +298,14 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
                 os.dup2(fd, i)
         status_fd = 3
         os.closerange(5, t.max_fd)
-        _apply_rlimits(rlimits)
         if wrapped:
+            # forked before the run's rlimits: as a normal user RLIMIT_NPROC counts the processes of
+            # our uid in the worker's user namespace, the run in progress (which we are forked
+            # beside) among them: a fork bomb there would make this fork fail, a setup failure
             pid = os.fork()
             if pid != 0:
                 _init(pid, private=t.uid_switch)  # never returns
+        _apply_rlimits(rlimits)
     except BaseException as exc:
         _fail(status_fd, f"child setup failed: {type(exc).__name__}: {exc}")
     try:

@@ -173,6 +173,26 @@ def test_process_and_thread_bombs_are_contained(sb: Sandbox, code: str) -> None:
     assert res.timeout_hit
 
 
+def test_a_fork_bomb_at_its_limit_does_not_fail_the_next_runs_setup(sb: Sandbox) -> None:
+    # The next run's process is forked while this one runs (off the critical path). As a normal
+    # user both are counted by one RLIMIT_NPROC (one uid in the worker's user namespace): forked
+    # under the run's limit, it failed (EAGAIN) whenever the bomb was at its limit first: the
+    # next program got a sandbox_error. Small limits: the bomb is at its limit within a millisecond.
+    limits = Limits(timeout_s=0.5, max_processes=2, max_threads=1)
+    bomb = """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+        """
+    for _ in range(8):
+        assert run(sb, bomb, limits).timeout_hit
+        res = run(sb, "print(1)", limits)
+        assert res.exit_code == 0 and res.stdout == "1\n", res
+
+
 def test_double_forked_daemon_does_not_outlive_the_run(sb: Sandbox) -> None:
     marker = f"/tmp/code-env-daemon-{os.getpid()}"
     res = run(
