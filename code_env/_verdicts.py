@@ -12,10 +12,13 @@ SHOWN_CHARS = 4000  # of each stream, in a summary
 
 
 def verdict(res: ExecutionResult) -> str:
-    """``OK``, ``EXIT n``, ``TIMEOUT (cpu|wall)``, ``OOM``, ``OUTPUT LIMIT``, ``KILLED (SIG...)`` or
-    ``SANDBOX ERROR`` (the sandbox failed: nothing is said about the program)."""
+    """``OK``, ``EXIT n``, ``TIMEOUT (cpu|wall)``, ``OOM``, ``OUTPUT LIMIT``, ``KILLED (SIG...)``,
+    ``COMPILE ERROR``, ``COMPILE TIMEOUT`` or ``SANDBOX ERROR`` (the sandbox failed: nothing is
+    said about the program)."""
     if res.sandbox_error:
         return "SANDBOX ERROR"
+    if res.compile_failed:
+        return "COMPILE TIMEOUT" if res.compile_status == "timeout" else "COMPILE ERROR"
     if res.oom:
         return "OOM"
     if res.timeout_hit:
@@ -38,7 +41,12 @@ def summary(res: ExecutionResult) -> str:
         lines.append(f"re-run: {visible(str(res.rerun_reason), keep_newlines=False)}")
     if res.sandbox_error:
         lines.append(f"sandbox error: {visible(res.sandbox_error)}")
-    for name, text, cut in (("stdout", res.stdout, res.stdout_truncated), ("stderr", res.stderr, res.stderr_truncated)):
+    if res.compile_status is not None:
+        lines.append(f"compile: {res.compile_status}   exit_code: {res.compile_exit_code}   "
+                     + ("cached" if res.compile_cached else f"wall: {res.compile_time_ms:.1f} ms"))  # fmt: skip
+    streams = [("compile stdout", res.compile_stdout, False), ("compile stderr", res.compile_stderr, False),
+               ("stdout", res.stdout, res.stdout_truncated), ("stderr", res.stderr, res.stderr_truncated)]  # fmt: skip
+    for name, text, cut in streams:
         if text or cut:
             lines.append(f"--- {name}{' (truncated)' if cut else ''} ---")
             shown = text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}\n[... shown {SHOWN_CHARS} chars ...]"

@@ -270,7 +270,12 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
         print(f"REJECTED {visible(r.problem_id, keep_newlines=False)}:")
         for p in r.problems:
             print(f"  - {visible(p)}")
-    print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted")
+    counts: dict[str, int] = {}
+    for r in reports:
+        for lang in r.languages:
+            counts[lang] = counts.get(lang, 0) + 1
+    langs = ", ".join(f"{lang} {n}" for lang, n in counts.items())
+    print(f"{len(reports) - len(bad)}/{len(reports)} tasks admitted (solutions run, by language: {langs})")
     return 1 if bad else 0
 
 

@@ -246,6 +246,127 @@ def write_source(code: str | bytes, directory: str, name: str = SOLUTION_FILENAM
         os.close(fd)
 
 
+# Files in one buffer (a compile's artefacts, which the run's init reads back from the work dir,
+# and a compiled program's files, written to the next run's work dir): per file, the length of its
+# name (2 bytes, little-endian), its name (UTF-8, relative, "/"-separated), its mode (1 byte: 1 if
+# executable), the length of its data (4 bytes), its data.
+MAX_FILES = 256
+
+
+def pack_files(files: Sequence[tuple[str, bool, bytes]]) -> bytes:
+    out = bytearray()
+    for name, executable, data in files:
+        raw = name.encode("utf-8", "surrogateescape")
+        out += len(raw).to_bytes(2, "little") + raw + (b"\1" if executable else b"\0") + len(data).to_bytes(4, "little")
+        out += data
+    return bytes(out)
+
+
+def unpack_files(buf: bytes) -> list[tuple[str, bool, bytes]]:
+    """``pack_files``' inverse; ``ValueError`` for anything else (a name that is absolute, climbs
+    out with "..", or holds a NUL; a truncated buffer; too many files)."""
+    files: list[tuple[str, bool, bytes]] = []
+    view, i = memoryview(buf), 0
+    while i < len(view):
+        if len(files) >= MAX_FILES:
+            raise ValueError(f"more than {MAX_FILES} files")
+        if i + 2 > len(view):
+            raise ValueError("truncated file list")
+        n = int.from_bytes(view[i : i + 2], "little")
+        raw = bytes(view[i + 2 : i + 2 + n])
+        j = i + 2 + n
+        if j + 5 > len(view):
+            raise ValueError("truncated file list")
+        executable = view[j] == 1
+        size = int.from_bytes(view[j + 1 : j + 5], "little")
+        if j + 5 + size > len(view):
+            raise ValueError("truncated file list")
+        name = raw.decode("utf-8", "surrogateescape")
+        parts = name.split("/")
+        if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad file name {name!r}")
+        files.append((name, executable, bytes(view[j + 5 : j + 5 + size])))
+        i = j + 5 + size
+    return files
+
+
+def write_files(buf: bytes, directory: str) -> None:
+    """Write ``pack_files``' files under ``directory`` (a fresh, empty work dir), never following
+    a link (its directories made as needed)."""
+    for name, executable, data in unpack_files(buf):
+        parts = name.split("/")
+        for k in range(1, len(parts)):
+            try:
+                os.mkdir(directory + "/" + "/".join(parts[:k]), 0o755)
+            except FileExistsError:
+                pass
+        fd = os.open(directory + "/" + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o755 if executable else 0o644)  # fmt: skip
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def collect_files(directory: str, limit_bytes: int, prefix: str = "") -> bytes | None:
+    """The regular files under ``directory`` (its subdirectories included, no link followed, none
+    from another filesystem), packed, their names relative to it (``prefix`` + "/" before each, if
+    given); None if there is none, too many or more than ``limit_bytes`` of them. Called by a
+    run's init (privileged) once every process of the run is gone."""
+    import stat
+
+    try:
+        root = os.lstat(directory)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(root.st_mode):
+        return None
+    files: list[tuple[str, bool, bytes]] = []
+    total = 0
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            entries = sorted(os.scandir(directory + ("/" + rel if rel else "")), key=lambda e: e.name)
+        except OSError:
+            return None
+        for e in entries:
+            name = rel + "/" + e.name if rel else e.name
+            st = e.stat(follow_symlinks=False)
+            if st.st_dev != root.st_dev:
+                return None
+            if stat.S_ISDIR(st.st_mode):
+                todo.append(name)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            total += st.st_size
+            if total > limit_bytes or len(files) >= MAX_FILES:
+                return None
+            fd = os.open(directory + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                data = _read_all(fd, st.st_size)
+            finally:
+                os.close(fd)
+            files.append((prefix + "/" + name if prefix else name, bool(st.st_mode & 0o100), data))
+    return pack_files(files) if files else None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 # Limits every run gets, whatever the host's (set, never inherited): no real-time or raised
 # scheduling priority, a few queued signals, no POSIX message queue, little locked memory.
 FIXED_RLIMITS = (

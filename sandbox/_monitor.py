@@ -132,6 +132,7 @@ class Outcome:
         self.cpu_at_kill_s = 0.0
         self.setup_error: str | None = None
         self.program_status: int | None = None  # reported by a run's init (see Watch.init_report)
+        self.files: bytes | None = None  # a compile's artefacts, sent by its init (_template._init)
         self.peak_rss_bytes = 0  # the largest resident memory the memory probe saw
         self.cpu_seen_s = 0.0  # the most CPU the probe saw (processes killed with a PID namespace
         # are never reaped by anyone who reports their usage)
@@ -419,6 +420,7 @@ def watch(w: Watch) -> Outcome:
     status_buf = bytearray()
     setup_done = w.status_fd is None
     if w.status_fd is not None:
+        _set_nonblocking(w.status_fd)
         poller.register(w.status_fd, select.POLLIN)
     stdin_fd = w.stdin_fd
     stdin_view = memoryview(w.stdin_data)
@@ -441,6 +443,7 @@ def watch(w: Watch) -> Outcome:
     exited = False
     status = 0
     rusage = None
+    status_open = w.status_fd is not None
 
     def take_output(fd: int) -> bool:
         """Read what ``fd`` has; returns True when this chunk first overflowed its stream's cap."""
@@ -457,7 +460,7 @@ def watch(w: Watch) -> Outcome:
         return out.stderr.feed(chunk)
 
     def take_status(fd: int) -> None:
-        nonlocal status_buf, setup_done, listener, taken
+        nonlocal status_buf, setup_done, listener, taken, status_open
         chunk = _read(fd)
         if chunk:
             status_buf += chunk
@@ -476,6 +479,7 @@ def watch(w: Watch) -> Outcome:
                     poller.register(listener, select.POLLIN)
         elif chunk is not None:
             poller.unregister(fd)
+            status_open = False
 
     def take_notification(ev: int) -> None:
         nonlocal listener
@@ -560,6 +564,11 @@ def watch(w: Watch) -> Outcome:
                     take_status(fd)
                 elif fd == listener:  # what still runs of it (nothing, with a PID namespace) is answered
                     take_notification(ev)
+        if w.init_report and w.status_fd is not None:
+            # what the init wrote before it exited (a compile's files: more than a pipe holds) is
+            # all in the pipe now; nobody else holds its other end
+            while status_open and _read_pending(w.status_fd):
+                take_status(w.status_fd)
     finally:
         os.close(pidfd)
         if taken is not None:
@@ -574,6 +583,11 @@ def watch(w: Watch) -> Outcome:
         # the init's report, the last 5 bytes: it alone holds the status pipe by then
         (out.program_status,) = struct.unpack("<i", bytes(status_buf[-4:]))
         del status_buf[-5:]
+        if status_buf[:2] == b"RA" and len(status_buf) >= 6:  # the files the init sent before it
+            n = int.from_bytes(status_buf[2:6], "little")
+            if len(status_buf) == 6 + n:
+                out.files = bytes(status_buf[6:])
+                del status_buf[1:]
     if not setup_done:
         msg = bytes(status_buf[1:]).decode("utf-8", "replace") if status_buf[:1] == b"E" else ""
         if msg or out.killed_for is None:
@@ -751,6 +765,13 @@ def _read(fd: int) -> bytes | None:
         if exc.errno in (errno.EIO, errno.EBADF):
             return b""
         raise
+
+
+def _read_pending(fd: int) -> bool:
+    """Has ``fd`` anything to read, or reached its end (never blocks)?"""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
 
 
 def _write_some(fd: int, view: memoryview) -> memoryview:

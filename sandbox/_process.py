@@ -5,6 +5,7 @@ request retried once, then answered with ``sandbox_error``."""
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import functools
@@ -392,16 +393,22 @@ class ProcessBackend:
         return self.size * DEPTH
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
-            queue_deadline: float | None = None, command: tuple[str, ...] | None = None) -> ExecutionResult:  # fmt: skip
+            queue_deadline: float | None = None, command: tuple[str, ...] | None = None, files: bytes | None = None,
+            collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
         as it has answered, without waiting for this process. A worker that dies or hangs
         (watchdog) fails the request it had begun (run once more, on any worker; a second failure
         is a ``sandbox_error``) and sends back the ones it had not begun, which are simply sent
         again. ``command``: another language's (``sandbox.languages.run_command``), which the run's
-        process executes in place of Python."""
-        request = {"op": "run", "code": code, "stdin": stdin, "limits": _wire_limits(limits), "trace_id": trace_id,
-                   "not_after": queue_deadline, **({"command": list(command)} if command else {})}  # fmt: skip
+        process executes in place of Python. ``files``: a compiled program's (``_child.pack_files``),
+        in place of ``code``. ``collect``: a compile (a directory of the work dir and a byte budget):
+        its files come back as the result's ``artefacts``."""
+        wire = _wire_limits(limits) if collect is None else {**_wire_limits(limits), "collect": list(collect)}
+        request: dict[str, Any] = {"op": "run", "code": code, "stdin": stdin, "limits": wire, "trace_id": trace_id,
+                                   "not_after": queue_deadline, **({"command": list(command)} if command else {})}  # fmt: skip
+        if files is not None:
+            request["files"] = base64.b64encode(files).decode("ascii")
         submitted = time.monotonic() if submitted is None else submitted
         failures: list[str] = []
         unstarted = 0
@@ -432,7 +439,10 @@ class ProcessBackend:
         trace = reply.pop("trace", None)
         if trace:
             log.error("sandbox worker error on %s:\n%s", trace_id, trace)
+        artefacts = reply.pop("files", None)
         result = ExecutionResult.from_wire({**reply, "trace_id": trace_id, "backend": self.name, "queued_ms": queued_ms})
+        if artefacts is not None and collect is not None:
+            result._artefacts = base64.b64decode(artefacts)
         if failures:
             result.reruns += 1
             result.rerun_reason = "; ".join(filter(None, [result.rerun_reason, f"the worker failed first: {failures[0]}"]))

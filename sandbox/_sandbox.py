@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
+from ._compile import ARTEFACT_BYTES, CompileCache, Compiled, compile_key, compile_limits
 from ._programs import registered_programs
 from .cache import ResultCache
 from .errors import LanguageUnavailableError, SandboxClosedError, UnknownBackendError
@@ -137,6 +138,8 @@ class Sandbox:
             raise TypeError(f"cache: expected bool or sandbox.ResultCache, got {type(cache).__name__}")
         self.cache: ResultCache | None = ResultCache() if cache is True else cache if isinstance(cache, ResultCache) else None
         self._counter = itertools.count()
+        # a compiled language's artefacts, by (toolchain, source): see sandbox._compile
+        self.compiles = CompileCache()
         self._pid = os.getpid()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -178,6 +181,12 @@ class Sandbox:
         lang = self._language(language)
         return self._run_checked(code, stdin, lim, trace_id, language=lang)
 
+    def check_language(self, name: str) -> str:
+        """The canonical name of ``name`` (``sandbox.languages``) if this sandbox runs it here;
+        ``LanguageUnavailableError`` saying why not (no toolchain, and the package that brings it;
+        a backend that runs Python only), ``UnknownLanguageError`` for a name no language has."""
+        return self._language(name)
+
     def _language(self, name: str) -> str:
         """The canonical name of a language this sandbox runs, its command looked up once."""
         from .languages import resolve, run_command
@@ -217,12 +226,21 @@ class Sandbox:
                 start = time.monotonic() if submitted is None else submitted
                 deadline = None if self.queue_timeout_s is None else start + self.queue_timeout_s
                 extra: dict[str, Any] = {}
+                compiled: tuple[Compiled, bool] | None = None
                 if language != "python":
-                    from .languages import run_command
+                    from .languages import LANGUAGES, run_command
 
                     extra["command"] = run_command(language)
+                    if LANGUAGES[language].compiled:
+                        compiled = self._compile(code, language, lim, tid, start, deadline)
+                        if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
+                            result = self._unrun(compiled, tid, backend.name)
+                            return self._store(key, result, result.queued_ms)
+                        code, extra["files"] = "", compiled[0].files
                 result = backend.run(code, stdin, lim, tid, submitted=start, queue_deadline=deadline, **extra)  # type: ignore[call-arg]
                 queued_ms = result.queued_ms
+                if compiled is not None:
+                    result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
             else:
                 result = backend.run(code, stdin, lim, tid)
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
@@ -230,11 +248,35 @@ class Sandbox:
             result = ExecutionResult.infrastructure_failure(
                 f"{backend.name} backend: {type(exc).__name__}: {exc}", trace_id=tid, backend=backend.name
             )
+        return self._store(key, result, queued_ms)
+
+    def _store(self, key: str | None, result: ExecutionResult, queued_ms: float) -> ExecutionResult:
         if self.cache is not None and key is not None:
             self.cache.put(key, result)
             return result.model_copy(update={"queued_ms": queued_ms}) if queued_ms else result
         result.queued_ms = queued_ms  # (a fresh result of its own: no copy)
         return result
+
+    def _compile(self, code: str, language: str, lim: Limits, tid: str, submitted: float,
+                 deadline: float | None) -> tuple[Compiled, bool]:  # fmt: skip
+        """The compile phase of ``code`` (``sandbox._compile``): from the compile cache, or run now."""
+        from .languages import OUTPUT_DIR, compile_command, toolchain_id
+
+        def run_compiler() -> Compiled:
+            clim = compile_limits(lim)
+            r = self._live().run(code, "", clim, tid + "/compile", submitted=submitted, queue_deadline=deadline,  # type: ignore[call-arg]
+                                 command=compile_command(language), collect=(OUTPUT_DIR, ARTEFACT_BYTES))  # fmt: skip
+            return Compiled.from_run(r, lim)
+
+        return self.compiles.get(compile_key(toolchain_id(language), code), run_compiler)
+
+    @staticmethod
+    def _unrun(compiled: tuple[Compiled, bool], tid: str, backend: str) -> ExecutionResult:
+        """The result of a program whose compile failed (or whose compile the sandbox failed)."""
+        c, cached = compiled
+        if c.sandbox_error is not None:
+            return ExecutionResult.infrastructure_failure(f"compile phase: {c.sandbox_error}", trace_id=tid, backend=backend)
+        return ExecutionResult(trace_id=tid, backend=backend, **c.fields(cached=cached))
 
     def run_many(
         self,

@@ -304,7 +304,7 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
             # beside) among them: a fork bomb there would make this fork fail, a setup failure
             pid = os.fork()
             if pid != 0:
-                _init(pid, private=t.uid_switch)  # never returns
+                _init(pid, private=t.uid_switch, collect=spec.get("collect"), workdir=workdir)  # never returns
         _apply_rlimits(rlimits)
     except BaseException as exc:
         _fail(status_fd, f"child setup failed: {type(exc).__name__}: {exc}")
@@ -315,7 +315,15 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
         source = _read_exact(4, n)
         command = _read_exact(4, m).split(b"\0") if m else None
         os.close(4)
-        _child.write_source(source, workdir, command[0].decode() if command else _child.SOLUTION_FILENAME)
+        if command and command[0] == FILES:  # a compiled program: its files (``_child.pack_files``)
+            _child.write_files(source, workdir)
+        else:
+            _child.write_source(source, workdir, command[0].decode() if command else _child.SOLUTION_FILENAME)
+        if spec.get("collect"):  # a compile: the directory its artefacts go to (``_init`` sends them)
+            out = workdir + "/" + spec["collect"][0]
+            os.mkdir(out, 0o755)
+            if t.uid_switch:
+                os.chown(out, t.uid, t.gid)
         code = "" if command else source.decode("utf-8", "surrogatepass")
         del source
         _child.limit_program(spec["max_file_bytes"], fixed=False)  # after our own write of the source
@@ -341,7 +349,9 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
             try:  # the signals Python ignores go back to their defaults, as subprocess does
                 for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
                     _signal.signal(sig, _signal.SIG_DFL)
-                os.execve(command[1], command[1:], os.environ)
+                # (a compiled program's path is relative to the work dir)
+                os.execve(command[1] if command[1][:1] == b"/" else workdir.encode() + b"/" + command[1],
+                          command[1:], os.environ)  # fmt: skip
             except OSError as exc:  # (the host checked it is there: a failure of ours, not the program's)
                 os.write(2, b"code-env: cannot start " + command[1] + b": " + str(exc).encode() + b"\n")
                 status = SETUP_FAILED
@@ -438,9 +448,13 @@ def has_init(limits: dict[str, Any], *, uid_switch: bool, weak: bool, sleeper: b
     return init_kind(limits, uid_switch=uid_switch, weak=weak, sleeper=sleeper) == "init"
 
 
-def _init(program: int, *, private: bool) -> None:
+def _init(program: int, *, private: bool, collect: tuple[str, int] | None = None, workdir: str = WORKDIR) -> None:
     """PID 1 of a run's own PID namespace: reap everything; when the program ends, report its raw
-    wait status ("X" + 4 bytes) on the status pipe and leave (the kernel kills the rest)."""
+    wait status ("X" + 4 bytes) on the status pipe and leave (the kernel kills the rest).
+
+    ``collect`` (a compile: a directory of the work dir, and a byte budget): once the program has
+    ended, kill and reap what is left of the run, then send the directory's files (``"A"``, their
+    length in 4 bytes, ``_child.pack_files``) before the report; none, or too many, sends nothing."""
     try:
         # Default dispositions: the kernel then drops every signal the run sends its init (Python
         # had a handler for SIGINT).
@@ -462,10 +476,36 @@ def _init(program: int, *, private: bool) -> None:
             except InterruptedError:
                 continue
             if pid == program:
+                if collect is not None:
+                    _send_files(workdir, collect[0], collect[1])
                 os.write(3, b"X" + struct.pack("<i", status))
                 os._exit(0)
     finally:
         os._exit(0)
+
+
+def _send_files(workdir: str, directory: str, limit_bytes: int) -> None:
+    """The init's part of a compile (``_init``): nothing of the run is left to change the files."""
+    try:
+        os.kill(-1, _signal.SIGKILL)  # every process of our namespace but us
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    data = _child.collect_files(workdir + "/" + directory, limit_bytes, prefix=directory)
+    if data is not None:
+        _write_all(3, b"A" + len(data).to_bytes(4, "little") + data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 SLOT_PROCESSES = 8
@@ -473,6 +513,7 @@ SLOT_PROCESSES = 8
 # runs it (0: the source is Python, run in-process; else NUL-separated: the source file's name,
 # then the argv whose first word is an absolute path: ``sandbox.languages``)
 PROGRAM_HEADER = struct.Struct("<III")
+FILES = b"*"  # the command's first word when the source is a compiled program's files
 SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 # The monitor loads json and its own module (_monitor) once the template is forked (load_monitor).
 import _signal
 import _socket
+import binascii
 import gc
 import marshal
 import os
@@ -446,7 +447,8 @@ class Worker:
             oom_before = cg.oom_kills()
         weak = self.cfg.get("isolation") == "weak"
         wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak, sleeper=self.cfg["sleeper"])
-        source = req["code"].encode("utf-8", "surrogatepass")
+        # a compiled program: its files, packed (_child.pack_files), in base64 (the request is JSON)
+        source = binascii.a2b_base64(req["files"]) if "files" in req else req["code"].encode("utf-8", "surrogatepass")
         command = b"\0".join(w.encode() for w in req["command"]) if req.get("command") else b""
         payload = PROGRAM_HEADER.pack(limits["random_seed"], len(source), len(command)) + source + command
         reaped: list[tuple[int, float, int]] = []
@@ -518,7 +520,10 @@ class Worker:
         elif wrapped and outcome.killed_for is None and not outcome.setup_error and not evidence:
             # the init (root, unreachable by the program) ended without its report
             outcome.setup_error = f"the run's init ended without reporting (status {outcome.exit_code}, signal {outcome.signal})"
-        return _monitor.result_dict(outcome, limits, peak_bytes=peak, memory_evidence=evidence, cpu_budget=cpu_budget)
+        res = _monitor.result_dict(outcome, limits, peak_bytes=peak, memory_evidence=evidence, cpu_budget=cpu_budget)
+        if outcome.files is not None:  # a compile's artefacts (base64: the answer is JSON)
+            res["files"] = binascii.b2a_base64(outcome.files, newline=False).decode("ascii")
+        return res
 
 
 def _killpg(pid: int, sig: int) -> None:
@@ -533,13 +538,17 @@ def setup_key(limits: dict[str, Any]) -> tuple[Any, ...]:
     Of the time limits, a child applies only ``RLIMIT_CPU``, in whole seconds (``setup_spec``; the
     monitor keeps the exact ones): requests whose budgets differ by a fraction of a second — a
     verifier's, which grow with the size of their input — share a waiting child."""
-    return (_cpu_seconds(limits), *(limits[k] for k in SETUP_FIELDS))
+    collect = limits.get("collect")
+    return (_cpu_seconds(limits), *(limits[k] for k in SETUP_FIELDS), tuple(collect) if collect else None)
 
 
 def setup_spec(limits: dict[str, Any]) -> dict[str, Any]:
     """The part of ``limits`` a child is set up with (the template's ``F`` command)."""
     whole = _cpu_seconds(limits)
-    return {k: limits[k] for k in SETUP_FIELDS} | {"cpu_time_s": whole, "timeout_s": whole}
+    spec = {k: limits[k] for k in SETUP_FIELDS} | {"cpu_time_s": whole, "timeout_s": whole}
+    if limits.get("collect"):  # a compile: the run's init sends back this directory's files
+        spec["collect"] = tuple(limits["collect"])
+    return spec
 
 
 def _cpu_seconds(limits: dict[str, Any]) -> int:

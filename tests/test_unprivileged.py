@@ -22,7 +22,8 @@ from ._nobody import ROOT, as_root, as_user, can_drop
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(can_drop() is not None, reason=str(can_drop()))]
 
-CONTAINMENT = ["tests/test_adversarial.py", "tests/test_isolation.py", "tests/test_sandbox_api.py", "tests/test_languages_run.py"]
+CONTAINMENT = ["tests/test_adversarial.py", "tests/test_isolation.py", "tests/test_sandbox_api.py", "tests/test_languages_run.py",
+               "tests/test_languages_compiled.py"]
 
 
 @pytest.mark.skipif(not ROOT, reason=f"already a normal user: {', '.join(CONTAINMENT)} run directly as this user")
