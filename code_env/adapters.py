@@ -47,10 +47,12 @@ def _blocks(text: str) -> tuple[list[tuple[str, str]], bool]:
     return blocks, cut is not None
 
 
-def extract_code(completion: str) -> str:
+def extract_code(completion: str, language: str = "python") -> str:
     """The program in an LLM reply: the last fenced block marked python/py (or unmarked), else the
     last fenced block of any language, else the whole text. A fence the reply opened and never
     closed (``max_completion_length`` cut it off) is a block running to the end of the reply.
+    ``language``: the program's (``sandbox.languages``): a block marked with one of its names,
+    aliases or extensions (``cpp``, ``c++``, ``cc``) comes first.
 
     >>> extract_code("Here:\\n```python\\ndef f(x):\\n    return x + 1\\n```\\nDone.")
     'def f(x):\\n    return x + 1\\n'
@@ -60,8 +62,15 @@ def extract_code(completion: str) -> str:
     blocks, _ = _blocks(completion)
     if not blocks:
         return completion
-    python = [body for lang, body in blocks if lang.lower() in _PYTHON]
-    return (python or [body for _, body in blocks])[-1]
+    if language == "python":
+        python = [body for lang, body in blocks if lang.lower() in _PYTHON]
+        return (python or [body for _, body in blocks])[-1]
+    from sandbox.languages import resolve
+
+    target = resolve(language)
+    tags = {target.name, *target.aliases, *(e.lstrip(".") for e in target.extensions), target.title.lower()}
+    marked = [body for tag, body in blocks if tag.lower() in tags or not tag]
+    return (marked or [body for _, body in blocks])[-1]
 
 
 def _open_block(prompt: str) -> str | None:
@@ -115,7 +124,8 @@ def stands_alone(task: Task, code: str) -> bool:
     return task.entry_point in set(_top_level_names(ast.parse(code).body))
 
 
-def program_of(task: Task, completion: str, prompt: str | None = None, *, join_prompt: JoinPrompt = "auto") -> str:
+def program_of(task: Task, completion: str, prompt: str | None = None, *, join_prompt: JoinPrompt = "auto",
+               language: str = "python") -> str:  # fmt: skip
     """The program a model's ``completion`` stands for, given the ``prompt`` it answered (a plain
     string; ``None``: the task's own prompt, as for chat models and verl, which pass no prompt).
 
@@ -133,6 +143,8 @@ def program_of(task: Task, completion: str, prompt: str | None = None, *, join_p
     completion continues the prompt's text (up to a fence line, where code ends), or, when the
     completion itself begins with a fence (a reply that gives only the function's body), its
     block follows the prompt on a new line. A fence left open at the end of the completion is code.
+    In another ``language`` than Python the program is the reply's block in that language
+    (``extract_code``), never joined to the prompt.
 
     >>> import registry
     >>> t = registry.resolve("HumanEval/2")  # its prompt ends inside truncate_number, after the docstring
@@ -142,6 +154,9 @@ def program_of(task: Task, completion: str, prompt: str | None = None, *, join_p
     if join_prompt not in ("auto", True, False):
         raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
     text = task.prompt if prompt is None else prompt
+    if language != "python":  # a whole program (a stdio task's): the block the prompt opened, or the reply's
+        opened = _open_block(text) if prompt is not None else None
+        return extract_code(completion, language) if opened is None else opened + _until_fence(completion)
     prefix = _open_block(text)
     if prefix is not None:  # the prompt opened a code block: the completion continues it
         alone = _until_fence(completion)

@@ -23,12 +23,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 import registry
 from registry import Task
 from registry.sampling import Curriculum, sample_stratified
 from registry.verify import CaseResult, Job, Runner, Verification
+from sandbox.languages import UnknownLanguageError
+from sandbox.languages import resolve as resolve_language
 
 from ._errors import first_error
 from ._textimage import GREEN, RED, text_image
@@ -75,6 +77,16 @@ class EnvConfig(BaseModel):
     log_text_bytes: int = Field(TEXT_BYTES, ge=64, le=MAX_TEXT_CHARS, description="bytes kept of each long text of a run in a log record (first and last half, with the whole's size and SHA-256)")
     reward: RewardConfig = Field(default_factory=RewardConfig)
     timing_in_observation: bool = Field(False, description="add execution_time_ms to the observation (not reproducible)")
+    language: str = Field("python", description="the programs' language (sandbox.languages; another than Python "
+                          "answers the set's stdio tasks only, and the prompt names it)")
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, v: str) -> str:
+        try:
+            return resolve_language(v).name
+        except UnknownLanguageError as exc:
+            raise ValueError(str(exc)) from None
 
     def logger(self, log_dir: str | os.PathLike[str] | None = None) -> TrajectoryLogger | None:
         """The trajectory logger of these settings, into ``log_dir`` (default: ``self.log_dir``; None: no log)."""
@@ -206,9 +218,15 @@ def task_fingerprint(task: Task) -> str:
     return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
 
 
-def task_prompt(task: Task) -> str:
+def task_prompt(task: Task, language: str = "python") -> str:
     """What the agent reads: the task's prompt, and its starter code when it has one that the
-    prompt does not already hold (a HumanEval prompt *is* its starter code: shown once)."""
+    prompt does not already hold (a HumanEval prompt *is* its starter code: shown once). In another
+    language than Python (a stdio task), the prompt says which, and what the program must be."""
+    if language != "python":
+        lang = resolve_language(language)
+        main = " Its class must be `public class Main`." if lang.name == "java" else ""
+        return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a complete program that reads standard "
+                     f"input and writes standard output.{main}")  # fmt: skip
     starter = task.starter_code.strip()
     if not starter or starter in task.prompt:
         return _clip(task.prompt)
@@ -277,15 +295,17 @@ class Evaluation(BaseModel):
 
 
 def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None = None, config: RewardConfig | None = None,
-             timing: bool = False) -> list[Evaluation]:  # fmt: skip
+             timing: bool = False, language: str = "python") -> list[Evaluation]:  # fmt: skip
     """Judge N tasks x K candidate programs in one call: every public run goes to the executor in
     one batch, then every hidden run in another (``registry.phases``), and identical (task,
-    program) pairs are judged once.
+    program) pairs are judged once. ``language``: the programs' (``grade``).
     Results come back in order, each as a single-turn ``CodeExec-v0`` step would judge it."""
-    grades = grade_many(items, sandbox=executor, config=config)
+    grades = grade_many(items, sandbox=executor, config=config, language=language)
+    language = resolve_language(language).name
     return [
         Evaluation(problem_id=g.problem_id, reward=g.reward, breakdown=g.breakdown, sandbox_error=g.sandbox_error,
-                   judge_error=g.judge_error, observation=make_observation(task_prompt(t), g.feedback, g.run, 1, timing=timing))
+                   judge_error=g.judge_error, observation=make_observation(task_prompt(t, language), g.feedback, g.run, 1,
+                                                timing=timing))
         for (t, _), g in zip(items, grades, strict=True)
     ]  # fmt: skip
 
@@ -394,6 +414,11 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self.tasks: list[Task] = task_list if task_list is not None else registry.load(name, **self.config.task_params)
         if not self.tasks:
             raise ValueError(f"task set {name!r} is empty")
+        if self.config.language != "python":  # (a function task's tests call a Python function)
+            self.tasks = [t for t in self.tasks if t.kind == "stdio"]
+            if not self.tasks:
+                raise ValueError(f"task set {name!r} has no stdio task: a {self.config.language} program answers "
+                                 "stdio tasks only (function tasks are graded in Python)")  # fmt: skip
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(self.config.backend, executor)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
@@ -479,7 +504,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
 
     def _prompt(self) -> str:
         assert self._task is not None
-        return task_prompt(self._task)
+        return task_prompt(self._task, self.config.language)
 
     # -------------------------------------------------------------------------------- step
 
@@ -515,7 +540,8 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         run_task = self._effective(task)
         single = cfg.max_turns == 1
         tid = self._trace_id()
-        rounds = score_rounds([(run_task, action, tid)], cfg.reward, hidden="together" if single else "after_public")
+        rounds = score_rounds([(run_task, action, tid)], cfg.reward, hidden="together" if single else "after_public",
+                              language=cfg.language)  # fmt: skip
         (scored,) = yield from rounds
         graded, pub, hid = scored.grade, scored.public, scored.hidden
         marks = scored.transitions[1:] if scored.transitions[:1] and scored.transitions[0][0] == "queued" else scored.transitions

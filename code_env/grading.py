@@ -10,7 +10,7 @@ import difflib
 import os
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from registry import Task
 from registry.budget import Budget, budget_s
 from registry.verify import CaseResult, Job, Runner, Verification, shown_output, verify_many
-from sandbox import Sandbox
+from sandbox import LanguageUnavailableError, Sandbox
 
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
@@ -207,7 +207,7 @@ Rounds = Generator[list[Job], list[Verification], list[Scored]]
 
 
 def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *,
-                 hidden: HiddenTests = "together") -> Rounds:  # fmt: skip
+                 hidden: HiddenTests = "together", language: str = "python") -> Rounds:  # fmt: skip
     """THE path from programs to rewards: ``grade``, ``grade_many``, ``evaluate``, both
     environments' steps and the TRL/verl adapters all come here. ``items`` are (task, program,
     trace id). A generator of verification rounds: each ``yield`` hands the caller jobs and
@@ -225,7 +225,9 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     around each round: the generator waits at its ``yield`` while the round runs. Each item has
     one total time budget (``registry.budget``, ``config.grade_budget_runs``; None: none) that its
     public and hidden jobs share and a try the sandbox failed is refunded from: spent, the item
-    is a ``timeout`` (``aggregate``), ``Grade.spent_s`` says what its runs were charged."""
+    is a ``timeout`` (``aggregate``), ``Grade.spent_s`` says what its runs were charged.
+    ``language``: the programs' (``sandbox.languages``; a stdio task's program may be in any language
+    the sandbox runs, a function task's is Python)."""
     n = len(items)
     runs = config.grade_budget_runs
     budgets = [None if runs is None else Budget(budget_s(t, runs)) for t, _, _ in items]
@@ -233,12 +235,12 @@ def score_rounds(items: Sequence[tuple[Task, str, str]], config: RewardConfig, *
     marks: list[Transitions] = [[] for _ in range(n)]
     failed: list[list[Verification]] = [[] for _ in range(n)]
     if hidden == "together":  # no observation between them: joint jobs (registry.verify.Job)
-        joint = [Job(t, code, "both", tid, b) for (t, code, tid), b in zip(items, budgets, strict=True)]
+        joint = [Job(t, code, "both", tid, b, language) for (t, code, tid), b in zip(items, budgets, strict=True)]
         pub, public_again = yield from _verified(joint, list(range(n)), marks, failed)
         hid = [v.hidden_part for v in pub]
     else:
-        public = [Job(t, code, "public", f"{tid}/public", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
-        secret = [Job(t, code, "hidden", f"{tid}/hidden", b) for (t, code, tid), b in zip(items, budgets, strict=True)]
+        public = [Job(t, code, "public", f"{tid}/public", b, language) for (t, code, tid), b in zip(items, budgets, strict=True)]
+        secret = [Job(t, code, "hidden", f"{tid}/hidden", b, language) for (t, code, tid), b in zip(items, budgets, strict=True)]
         pub, public_again = yield from _verified(public, list(range(n)), marks, failed)
         due = [k for k, v in enumerate(pub) if hidden == "after_public" and not v.sandbox_error and v.total and v.passed == v.total]
         if due:
@@ -306,6 +308,22 @@ def _mark_round(submitted: float, results: list[Verification], owners: list[int]
         marks[owner].extend(run_marks(submitted, rs, done))
 
 
+def program_language(language: str, tasks: Iterable[Task] = ()) -> str:
+    """The canonical name of ``language`` (``sandbox.languages``) for programs that answer
+    ``tasks``: ``UnknownLanguageError`` for a name no language has, ``LanguageUnavailableError``
+    where a task is a function task and the language is not Python (its tests call a Python
+    function)."""
+    from sandbox.languages import resolve
+
+    name = resolve(language).name
+    if name != "python":
+        for task in tasks:
+            if task.kind == "function":
+                raise LanguageUnavailableError(f"{task.problem_id}: a function task is graded in Python only (its "
+                                               f"tests call a Python function); {name} programs can answer stdio tasks")  # fmt: skip
+    return name
+
+
 def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Runner) -> Any:
     """Drive a generator of verification rounds with ``verify_many`` on ``runner``; its return value."""
     try:
@@ -317,20 +335,23 @@ def run_rounds(rounds: Generator[list[Job], list[Verification], Any], runner: Ru
 
 
 def grade(task: Task, code: str, *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
-          hidden: bool = True, trace_id: str | None = None) -> Grade:  # fmt: skip
+          hidden: bool = True, trace_id: str | None = None, language: str = "python") -> Grade:  # fmt: skip
     """Run ``code`` on the task's public tests and, unless ``hidden=False``, its hidden tests (both
-    at once: the hidden verdict is simply ignored when the program does not compile)."""
+    at once: the hidden verdict is simply ignored when the program does not compile). ``language``:
+    the program's (a stdio task takes any language the sandbox runs; a compile error is the
+    syntax-error tier)."""
     return grade_many([(task, code)], sandbox=sandbox, config=config, hidden=hidden,
-                      trace_ids=[trace_id] if trace_id else None)[0]  # fmt: skip
+                      trace_ids=[trace_id] if trace_id else None, language=language)[0]  # fmt: skip
 
 
 def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
-               hidden: bool = True, trace_ids: Sequence[str] | None = None) -> list[Grade]:  # fmt: skip
+               hidden: bool = True, trace_ids: Sequence[str] | None = None, language: str = "python") -> list[Grade]:  # fmt: skip
     """Grade many (task, program) pairs in one batch: every sandbox run of every pair goes to the
     runner (a ``Sandbox`` or any executor with its ``run_many``, or ``"local"``/``"ray"``: see
     ``resolve_executor``) at once. Identical pairs are judged once. Grades come back in order; each
     is what ``grade`` would give."""
-    return [j.grade for j in judge_many(items, sandbox=sandbox, config=config, hidden=hidden, trace_ids=trace_ids)]
+    return [j.grade for j in judge_many(items, sandbox=sandbox, config=config, hidden=hidden, trace_ids=trace_ids,
+                                        language=language)]  # fmt: skip
 
 
 class Judged(NamedTuple):
@@ -350,12 +371,14 @@ class Judged(NamedTuple):
 
 def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
                hidden: bool = True, trace_ids: Sequence[str] | None = None,
-               overflowed: Sequence[bool] | None = None) -> list[Judged]:  # fmt: skip
+               overflowed: Sequence[bool] | None = None, language: str = "python") -> list[Judged]:  # fmt: skip
     """``grade_many`` with everything a trajectory record needs: per pair, the verifications
     (raw ``ExecutionResult``s included), the trace id of its runs and its timed states.
     ``overflowed[i]``: pair i's reply stopped at the model's token or context limit; with
     ``config.context_window_overflow`` set, such a pair is not run: its reward is that value
-    (tier ``context_window_overflow``), its verifications empty."""
+    (tier ``context_window_overflow``), its verifications empty. ``language``: the programs' (a name
+    or alias of ``sandbox.languages``; ``LanguageUnavailableError`` for a function task in another
+    language than Python, before anything runs)."""
     for i, pair in enumerate(items):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"items[{i}]: expected a (task, code) pair, got {type(pair).__name__}")
@@ -368,6 +391,7 @@ def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
         raise ValueError(f"{len(items)} items but {len(trace_ids)} trace ids")
     if overflowed is not None and len(overflowed) != len(items):
         raise ValueError(f"{len(items)} items but {len(overflowed)} overflow flags")
+    language = program_language(language, [task for task, _ in items])
     cfg = config or RewardConfig()
     tids = [trace_ids[i] if trace_ids else trace_id(items[i][0].problem_id, i) for i in range(len(items))]
     cut = [bool(overflowed and overflowed[i]) and cfg.context_window_overflow is not None for i in range(len(items))]
@@ -377,7 +401,8 @@ def judge_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
         first.append(-1 if cut[i] else unique.setdefault((id(task), code), i))  # the tasks live through the call
     todo = sorted({f for f in first if f >= 0})
     batch = [(items[i][0], items[i][1], tids[i]) for i in todo]
-    scored = run_rounds(score_rounds(batch, cfg, hidden="together" if hidden else "no"), resolve_executor(sandbox)) if batch else []
+    scored = run_rounds(score_rounds(batch, cfg, hidden="together" if hidden else "no", language=language),
+                        resolve_executor(sandbox)) if batch else []  # fmt: skip
     by_first = dict(zip(todo, scored, strict=True))
     out = []
     for i, f in enumerate(first):

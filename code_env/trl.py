@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from registry import Task
 from registry.verify import Runner
+from sandbox.languages import resolve as resolve_language
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
-from .grading import Grade, Judged, default_sandbox, judge_many
+from .grading import Grade, Judged, default_sandbox, judge_many, program_language
 from .records import grade_record
 from .reward import RewardConfig
 from .tracing import trace_id
@@ -99,7 +100,9 @@ class TRLReward:
     completion's tier goes to TRL's completions table (column ``code_env_tier``) and the share of
     solved (``all_tests``), non-compiling and sandbox-failed samples to its metrics
     (``code_env/solved``, ``code_env/syntax_error``, ``code_env/sandbox_error``, ``code_env/judge_error``).
-    ``last_grades`` keeps the ``Grade`` of every completion of the latest call.
+    ``last_grades`` keeps the ``Grade`` of every completion of the latest call. ``language``: the
+    programs' (``sandbox.languages``; another than Python answers stdio tasks: ``trl_dataset(...,
+    language=...)`` asks for them, and a compile error is the syntax-error tier).
 
     ``log_dir``: write every ``log_every``-th completion (counted over all calls) as a trajectory
     record (JSONL, ``code_env.records.grade_record``, bounded by ``log_max_bytes`` for the
@@ -118,13 +121,15 @@ class TRLReward:
     def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
                  config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
                  join_prompt: JoinPrompt = "auto", log: bool = True, log_dir: str | Path | None = None,
-                 log_every: int = 1, log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES) -> None:  # fmt: skip
+                 log_every: int = 1, log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES,
+                 language: str = "python") -> None:  # fmt: skip
         if join_prompt not in ("auto", True, False):
             raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
         if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
             raise ValueError(f"log_every: expected an integer >= 1, got {log_every!r}")
         self.config = reward_config(config)
         self.tasks = {t.problem_id: t for t in load_tasks(tasks)}
+        self.language = program_language(language)  # (a function task in another language: refused when graded)
         self.sandbox = sandbox
         self.id_column = id_column
         self.join_prompt = join_prompt
@@ -157,7 +162,8 @@ class TRLReward:
         for i, (prompt, completion, pid) in enumerate(zip(prompts, completions, problem_ids, strict=True)):
             task = self._task(pid)
             text = _text(completion, f"completions[{i}]")
-            pairs.append((task, program_of(task, text, prompt if isinstance(prompt, str) else None, join_prompt=self.join_prompt)))
+            pairs.append((task, program_of(task, text, prompt if isinstance(prompt, str) else None, join_prompt=self.join_prompt,
+                                           language=self.language)))  # fmt: skip
         return pairs
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None,
@@ -174,7 +180,7 @@ class TRLReward:
         self._generated = time.time()
         cuts = self._cuts(completion_ids, len(pairs))
         judged = judge_many(pairs, sandbox=sandbox, config=self.config, trace_ids=trace_ids,
-                            overflowed=[bool(c) for c in cuts])  # fmt: skip
+                            overflowed=[bool(c) for c in cuts], language=self.language)  # fmt: skip
         grades = [j.grade for j in judged]
         self.last_grades = grades
         self.completions_seen += len(pairs)
@@ -308,7 +314,12 @@ class TRLReward:
 _INSTRUCTION = "Answer with the whole program in one ```python block."
 
 
-def _user_message(task: Task) -> str:
+def _user_message(task: Task, language: str = "python") -> str:
+    if language != "python":
+        lang = resolve_language(language)
+        main = " Its class must be `public class Main`." if lang.name == "java" else ""
+        return (f"{task.prompt.rstrip()}\n\nWrite a complete {lang.title} program in one ```{lang.name} block: it reads "
+                f"standard input and writes standard output.{main}")  # fmt: skip
     if stands_alone(task, task.prompt):  # HumanEval: the prompt is the function's signature and docstring
         return f"Complete this Python function. {_INSTRUCTION}\n\n```python\n{task.prompt.rstrip()}\n```"
     if task.kind == "function":
@@ -316,15 +327,18 @@ def _user_message(task: Task) -> str:
     return f"{task.prompt.rstrip()}\n\n{_INSTRUCTION} It reads standard input and writes standard output."
 
 
-def _plain_prompt(task: Task) -> str:
+def _plain_prompt(task: Task, language: str = "python") -> str:
+    if language != "python":
+        return f"{task.prompt.rstrip()}\n\n```{resolve_language(language).name}\n"
     if stands_alone(task, task.prompt):
         return task.prompt  # a base model continues the function (TRLReward joins them back)
     return f"{task.prompt.rstrip()}\n\n```python\n"  # a base model writes the program in an open fence
 
 
 def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFormat = "chat",
-             system_prompt: str | None = None, **params: Any) -> list[dict[str, Any]]:  # fmt: skip
+             system_prompt: str | None = None, language: str = "python", **params: Any) -> list[dict[str, Any]]:  # fmt: skip
     """The rows of ``trl_dataset`` as plain dicts (no ``datasets`` needed)."""
+    language = program_language(language)
     if format not in ("chat", "plain"):
         raise ValueError(f"format: expected 'chat' (a conversational dataset, for chat models) or 'plain' "
                          f"(a prompt string that a base model continues), got {format!r}")  # fmt: skip
@@ -332,13 +346,18 @@ def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFo
         raise ValueError("system_prompt: only a chat dataset has a system message (format='chat')")
     rows = []
     for task in load_tasks(tasks, **params):
+        if language != "python" and task.kind != "stdio":
+            continue  # (a function task's tests call a Python function)
         if format == "plain":
-            prompt: Any = _plain_prompt(task)
+            prompt: Any = _plain_prompt(task, language)
         else:
-            prompt = [{"role": "user", "content": _user_message(task)}]
+            prompt = [{"role": "user", "content": _user_message(task, language)}]
             if system_prompt is not None:
                 prompt.insert(0, {"role": "system", "content": system_prompt})
         rows.append({"prompt": prompt, "problem_id": task.problem_id})
+    if not rows and language != "python":
+        raise ValueError(f"no stdio task in {tasks if isinstance(tasks, (str, Path)) else 'the tasks'}: a {language} "
+                         "program answers stdio tasks only (function tasks are graded in Python)")  # fmt: skip
     return rows
 
 
@@ -358,7 +377,7 @@ def prompt_format(model: Any) -> PromptFormat:
 
 
 def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFormat = "chat",
-                system_prompt: str | None = None, **params: Any) -> datasets.Dataset:  # fmt: skip
+                system_prompt: str | None = None, language: str = "python", **params: Any) -> datasets.Dataset:  # fmt: skip
     """A ``datasets.Dataset`` for TRL's trainers, one row per task: ``prompt`` and ``problem_id``
     (the column ``TRLReward`` reads).
 
@@ -368,7 +387,9 @@ def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: Promp
     the task and the answer format (one ```python block; a HumanEval prompt is shown as code to
     complete). ``format="plain"`` (for base models): a prompt string to continue — a HumanEval
     prompt as it is (the model writes the rest of the function; ``TRLReward`` joins the two), any
-    other task's text followed by an opened ```python fence.
+    other task's text followed by an opened ```python fence. ``language``: the programs' (another
+    than Python keeps the stdio tasks, and the prompts ask for a program in that language, in its
+    fence; ``TRLReward(language=...)`` grades them).
     """
     try:
         ds = importlib.import_module("datasets")
@@ -377,4 +398,4 @@ def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: Promp
             raise
         raise ModuleNotFoundError("code_env.trl_dataset needs the 'datasets' package: pip install 'code-env[trl]'",
                                   name="datasets") from exc  # fmt: skip
-    return ds.Dataset.from_list(trl_rows(tasks, format=format, system_prompt=system_prompt, **params))
+    return ds.Dataset.from_list(trl_rows(tasks, format=format, system_prompt=system_prompt, language=language, **params))

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 import registry
 from code_env._errors import first_error
 from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task, reward_config
-from code_env.grading import Grade, Judged, judge_many, resolve_executor
+from code_env.grading import Grade, Judged, judge_many, program_language, resolve_executor
 from code_env.records import grade_record
 from code_env.reward import RewardConfig
 from code_env.tracing import trace_id
@@ -70,6 +70,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str | None,
       same keys for every sample, which verl's reward managers collect into ``reward_extra_info``;
     * ``join_prompt`` ("auto"): a base model's response continues the task's prompt; see
       ``code_env.adapters.program_of``;
+    * ``language`` ("python"): the programs' (``sandbox.languages``; per sample,
+      ``extra_info["language"]`` takes precedence): another than Python answers stdio tasks, its
+      program the response's block in that language;
     * ``sandbox_error_score`` (``SANDBOX_ERROR_SCORE``, 0.0): the score of a sample the sandbox
       failed to run twice, or whose judge call failed (``judge_error``) — never an exception, since
       verl cannot skip a sample; logged, and ``sandbox_error: True`` (``judge_error: True``) in the dict form;
@@ -107,22 +110,23 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     as_dict = _flag(kwargs.get("return_dict", False), "return_dict")
     given = kwargs.get("sandbox", kwargs.get("executor"))
     sandbox: Runner = resolve_executor(given, backend=str(kwargs.get("backend") or "auto"), ray_address=kwargs.get("ray_address"))
-    groups: dict[str, tuple[RewardConfig, list[int]]] = {}
+    groups: dict[str, tuple[RewardConfig, str, list[int]]] = {}
     pairs: list[tuple[Task, str]] = []
     for i, (source, solution, truth, info) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True)):
         info = _mapping(info, f"extra_infos[{i}]")
         if not isinstance(solution, str):
             raise TypeError(f"solution_strs[{i}]: expected str, got {type(solution).__name__}")
         task = _task(str(source), truth if truth is not None else info.get("problem_id"))
-        pairs.append((task, program_of(task, solution, join_prompt=join)))
+        language = program_language(str(info.get("language", kwargs.get("language", "python"))), [task])
+        pairs.append((task, program_of(task, solution, join_prompt=join, language=language)))
         own = info.get("reward_config")
         cfg = default if own is None else reward_config(own, f"extra_infos[{i}]['reward_config']")
-        groups.setdefault(cfg.model_dump_json(), (cfg, []))[1].append(i)
+        groups.setdefault(cfg.model_dump_json() + "\0" + language, (cfg, language, []))[2].append(i)
     log = _log_for(kwargs, n)
     first = log.first if log is not None else 0
     judged: list[Judged | None] = [None] * n
-    for cfg, idx in groups.values():
-        out = judge_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg,
+    for cfg, language, idx in groups.values():
+        out = judge_many([pairs[i] for i in idx], sandbox=sandbox, config=cfg, language=language,
                          trace_ids=[trace_id(pairs[i][0].problem_id, first + i) for i in idx])  # fmt: skip
         for i, j in zip(idx, out, strict=True):
             judged[i] = j

@@ -9,7 +9,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from .errors import TaskFileError
 
@@ -83,11 +91,37 @@ class Task(BaseModel):
     difficulty: int = Field(1, ge=1, le=5)
     tags: list[str] = Field(default_factory=list)
     source: str = "unknown"
+    solutions: dict[str, str] = Field(default_factory=dict, description="reference solutions in other languages than "
+                                      "Python (a stdio task's), by sandbox.languages name: validated as the reference is")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_solutions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A task without other languages' solutions dumps as before they existed (its file, its
+        fingerprint in logs and recorded replies unchanged)."""
+        out: dict[str, Any] = handler(self)
+        if not self.solutions:
+            out.pop("solutions", None)
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> Task:
         if self.kind == "function" and not self.entry_point:
             raise ValueError("a function task needs an entry_point")
+        if self.solutions:
+            from sandbox.languages import UnknownLanguageError, resolve
+
+            if self.kind != "stdio":
+                raise ValueError("solutions: a function task is graded in Python only; other languages' solutions "
+                                 "are for stdio tasks")  # fmt: skip
+            for name in self.solutions:
+                try:
+                    canonical = resolve(name).name
+                except UnknownLanguageError as exc:
+                    raise ValueError(f"solutions: {exc}") from None
+                if canonical == "python":
+                    raise ValueError(f"solutions: {name!r}: Python's is reference_solution")
+                if canonical != name:
+                    raise ValueError(f"solutions: {name!r}: use the language's name ({canonical!r})")
         for where, cases in (("public_tests", self.public_tests), ("hidden_tests", self.hidden_tests)):
             for i, case in enumerate(cases):
                 if self.kind == "stdio" and (case.stdin is None or case.expected_stdout is None):

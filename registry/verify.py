@@ -57,7 +57,7 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from sandbox import ExecutionResult, Limits, RunRequest, register_program
+from sandbox import ExecutionResult, LanguageUnavailableError, Limits, RunRequest, register_program
 
 from .budget import MIN_RUN_S, START_UP_S, Budget
 from .comparators import stdout_equal, values_equal
@@ -348,6 +348,7 @@ class Job(NamedTuple):
     which: Literal["public", "hidden", "both"] = "public"
     trace_id: str | None = None
     budget: Budget | None = None
+    language: str = "python"  # a stdio task's program may be in any language the sandbox runs
 
 
 def shown_output(stderr: str) -> str:
@@ -446,9 +447,12 @@ class _Done:
 
 
 def _plan(job: Job) -> _Plan:
-    task, code, which, trace_id, budget = job
+    task, code, which, trace_id, budget, language = job
+    if language != "python" and task.kind == "function":
+        raise LanguageUnavailableError(f"{task.problem_id}: a function task is graded in Python only (its tests "
+                                       f"call a Python function); a {language} program can answer stdio tasks")  # fmt: skip
     if which == "both":
-        return _joint_plan(task, code, trace_id, budget)
+        return _joint_plan(task, code, trace_id, budget, language)
     cases = task.public_tests if which == "public" else task.hidden_tests
     limit = None if budget is None else budget.budget_s
     if not cases:
@@ -458,22 +462,24 @@ def _plan(job: Job) -> _Plan:
         return _Done(Verification(kind=task.kind, syntax_error=refused, budget_s=limit))
     if task.kind == "function":
         return _FunctionPlan(task, cases, code, len(cases) if which == "public" else 0, trace_id, budget)
-    return _StdioPlan(task, cases, code, which == "public", trace_id, budget)
+    return _StdioPlan(task, cases, code, which == "public", trace_id, budget, language=language)
 
 
-def _joint_plan(task: Task, code: str, root: str | None, budget: Budget | None) -> _Plan:
+def _joint_plan(task: Task, code: str, root: str | None, budget: Budget | None, language: str = "python") -> _Plan:
     """A joint job's plan (see ``Job``): one function plan over the public and then the hidden
     tests, or a stdio plan of each in sequence; a group without tests, or a program refused before
     it runs, is planned apart."""
     public_id, hidden_id = (None, None) if root is None else (f"{root}/public", f"{root}/hidden")
     if not task.public_tests or not task.hidden_tests or refuse_program(code) is not None:
-        return _Both(_plan(Job(task, code, "public", public_id, budget)), _plan(Job(task, code, "hidden", hidden_id, budget)))
+        return _Both(_plan(Job(task, code, "public", public_id, budget, language)),
+                     _plan(Job(task, code, "hidden", hidden_id, budget, language)))
     if task.kind == "function":
         run_id = None if root is None else f"{root}/public+hidden"
         return _FunctionPlan(task, [*task.public_tests, *task.hidden_tests], code, len(task.public_tests), run_id,
                              budget, joint=(public_id, hidden_id))  # fmt: skip
-    first = _StdioPlan(task, task.public_tests, code, True, public_id, budget)
-    return _Chain(first, _StdioPlan(task, task.hidden_tests, code, False, hidden_id, budget, compiled_by=first))
+    first = _StdioPlan(task, task.public_tests, code, True, public_id, budget, language=language)
+    return _Chain(first, _StdioPlan(task, task.hidden_tests, code, False, hidden_id, budget, compiled_by=first,
+                                    language=language))  # fmt: skip
 
 
 class _Both:
@@ -982,13 +988,20 @@ class _FunctionPlan:
 class _StdioPlan:
     """A compile check, then one run per test, all at once (each run's limit at most what is left
     of the grade's budget; none when it is spent). ``compiled_by``: another plan of the same
-    program whose compile check this one shares (a joint job's hidden runs: ``_Chain``)."""
+    program whose compile check this one shares (a joint job's hidden runs: ``_Chain``).
+
+    A program in another language than Python has no check run: each of its runs carries its
+    compile phase (a compiled language's, ``ExecutionResult.compile_status``; the sandbox compiles
+    a program once for all its runs), and a compile that failed is the program's syntax error."""
 
     def __init__(self, task: Task, cases: Sequence[TestCase], code: str, show: bool, trace_id: str | None,
-                 grade_budget: Budget | None = None, *, compiled_by: _StdioPlan | None = None) -> None:  # fmt: skip
+                 grade_budget: Budget | None = None, *, compiled_by: _StdioPlan | None = None,
+                 language: str = "python") -> None:  # fmt: skip
         self.task, self.cases, self.code, self.show, self.trace_id = task, cases, code, show, trace_id
         self.grade_budget = grade_budget
         self.compiled_by = compiled_by
+        self.language = language
+        self.checked = compiled_by is None and language == "python"  # its first run is the compile check
         self.due = True
         self.started = False
         self.capped = self.unrun = False
@@ -999,7 +1012,9 @@ class _StdioPlan:
 
     def compiled(self) -> bool:
         """Its runs are back, the sandbox failed none of them, and the program compiles."""
-        return bool(self.results) and not any(r.sandbox_error for r in self.results) and self.results[0].exit_code == 0
+        if not self.results or any(r.sandbox_error for r in self.results):
+            return False
+        return self.results[0].exit_code == 0 if self.checked else not self.results[0].compile_failed
 
     def take(self) -> list[RunRequest]:
         if not self.due:
@@ -1017,9 +1032,10 @@ class _StdioPlan:
                 lim = lim.model_copy(update={"timeout_s": left})
         check = Limits(timeout_s=10.0)
         tid = self.trace_id
-        runs = [RunRequest(code=self.code, stdin=c.stdin or "", limits=lim, trace_id=f"{tid}/{i}") for i, c in enumerate(self.cases)]
+        runs = [RunRequest(code=self.code, stdin=c.stdin or "", limits=lim, trace_id=f"{tid}/{i}", language=self.language)
+                for i, c in enumerate(self.cases)]  # fmt: skip
         self.limits = [lim] * len(self.cases)
-        if self.compiled_by is not None:
+        if not self.checked:
             return runs
         self.limits.insert(0, check)
         return [RunRequest(code=SYNTAX_CHECK, stdin=self.code, limits=check, trace_id=f"{tid}/syntax"), *runs]
@@ -1036,7 +1052,7 @@ class _StdioPlan:
             self.spent_s = round(self.spent_s + seconds, 6)
             if budget is not None:
                 budget.charge(seconds)
-        outs = results if self.compiled_by is not None else results[1:]
+        outs = results[1:] if self.checked else results
         # the runs started together: all of them may add up to more than was left
         self.over = budget is not None and (budget.left_s <= 0 or (self.capped and any(r.timeout_hit for r in outs)))
 
@@ -1057,16 +1073,20 @@ class _StdioPlan:
         results = self.results
         if self.compiled_by is not None:
             syntax, outs = self.compiled_by.results[0], results
-        else:
+        elif self.checked:
             syntax, outs = results[0], results[1:]
+        else:  # (the first run's compile phase is every run's)
+            syntax, outs = results[0], results
         v.executions, v.program_runs = list(results), len(results)
         errors = [r.sandbox_error for r in results if r.sandbox_error]
         if errors:
             v.sandbox_error = errors[0]
             return v
         v.spent_s, over = self.spent_s, self.over
-        if syntax.exit_code != 0:
+        if self.language == "python" and syntax.exit_code != 0:
             v.syntax_error = syntax.stdout.strip() or "the program does not compile"
+        elif self.language != "python" and syntax.compile_failed:
+            v.syntax_error = _short(syntax.compile_stderr.strip()) or f"the {self.language} program does not compile"
         v.timeout = any(r.timeout_hit for r in outs)
         v.oom = any(r.oom for r in outs)
         mine: list[_CheckItem] = []
