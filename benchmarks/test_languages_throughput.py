@@ -86,7 +86,7 @@ class Host:
 
 def in_jail(sb: Sandbox, language: str, code: str) -> Side:
     """The compiled program alone in the same jail: the backend's run of its artefacts."""
-    compiled, _ = sb._compile(code, language, LIMITS, "bench/compile", time.monotonic(), None)
+    compiled, _ = sb._compile(code, language, LIMITS, "bench/compile", {})
     assert compiled.status == "ok", compiled.stderr
     backend, command = sb._live(), run_command(language)
 

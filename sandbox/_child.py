@@ -503,20 +503,34 @@ def main(argv: list[str]) -> None:
     out_fd, err_fd, status_fd, file_bytes = int(argv[4]), int(argv[5]), int(argv[6]), int(argv[7])
     listener_path = argv[8] if len(argv) > 8 else "-"
     listener_fd = int(argv[9]) if len(argv) > 9 else code_fd
+    # another language (sandbox.languages): a compile's directory and byte budget ("out:67108864"),
+    # or "-"; then the run's command: the source file's name ("*": CODE_FD holds a compiled
+    # program's files, ``pack_files``) and the argv to exec
+    collect = argv[10].split(":") if len(argv) > 10 and argv[10] != "-" else None
+    command = argv[11:] or None
     listener = -1
     try:
         prctl(PR_SET_DUMPABLE, 0)
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # Python's one handler: an init needs none
         name = _process_name()
         set_process_name("sandbox-init")
-        code = _read_fd(code_fd).decode("utf-8", "surrogatepass")
+        data = _read_fd(code_fd)
         os.close(code_fd)
+        code = "" if command else data.decode("utf-8", "surrogatepass")
         with open(filter_path, "rb") as fh:
             program = SeccompProgram(fh.read())
         workdir = os.getcwd()
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
         prepare_interpreter(workdir)
-        write_source(code, workdir)
+        if command is None:
+            write_source(code, workdir)
+        elif command[0] == "*":
+            write_files(data, workdir)
+        else:
+            write_source(data, workdir, command[0])
+        del data
+        if collect is not None:
+            os.mkdir(workdir + "/" + collect[0], 0o755)
         if listener_path != "-":
             # the sysinfo layer, for us and the program: the listener at LISTENER_FD (the host
             # takes it from there), ours to hold until we exit; the program closes its copy
@@ -532,13 +546,13 @@ def main(argv: list[str]) -> None:
         exit_now(SETUP_FAILED)
     if pid == 0:
         set_process_name(name)  # what `python solution.py` would show
-        _start_program(code, seed, program, out_fd, err_fd, status_fd, file_bytes, listener)
+        _start_program(code, seed, program, out_fd, err_fd, status_fd, file_bytes, listener, command)
     for fd in (0, 1, 2, out_fd, err_fd):  # the program's streams are the program's alone
         try:
             os.close(fd)
         except OSError:
             pass
-    _reap_until(pid, status_fd)
+    _reap_until(pid, status_fd, None if collect is None else (workdir, collect[0], int(collect[1])))
 
 
 PR_SET_DUMPABLE = 4
@@ -574,8 +588,10 @@ def _say(fd: int, message: str) -> None:
 
 
 def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, err_fd: int, status_fd: int,
-                   file_bytes: int, listener: int = -1) -> None:
-    """In the forked child (PID 2): become the program's process and run it; never returns."""
+                   file_bytes: int, listener: int = -1, command: list[str] | None = None) -> None:
+    """In the forked child (PID 2): become the program's process and run it (or exec
+    ``command``'s argv, another language's: its path relative to the work dir unless absolute,
+    under the filter that allows exec); never returns."""
     try:
         if listener >= 0:
             os.close(listener)  # the init's to hold: never the program's
@@ -597,6 +613,15 @@ def _start_program(code: str, seed: int, program: SeccompProgram, out_fd: int, e
     except BaseException as exc:
         _say(status_fd, f"E{type(exc).__name__}: {exc}")
         exit_now(SETUP_FAILED)
+    if command is not None:
+        try:  # the signals Python ignores go back to their defaults, as subprocess does
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+                _signal.signal(sig, _signal.SIG_DFL)
+            path = command[1] if command[1].startswith("/") else os.getcwd() + "/" + command[1]
+            os.execve(path, command[1:], os.environ)
+        except OSError as exc:  # (the host checked it is there: a failure of ours, not the program's)
+            os.write(2, f"code-env: cannot start {command[1]}: {exc}\n".encode())
+            exit_now(SETUP_FAILED)
     exit_now(run_program(code, seed))
 
 
@@ -613,7 +638,7 @@ def drop_capabilities() -> None:
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL where there is no ambient set
 
 
-def _reap_until(pid: int, status_fd: int) -> None:
+def _reap_until(pid: int, status_fd: int, collect: tuple[str, str, int] | None = None) -> None:
     """The init's loop: reap every process that ends (orphans come to us), report the program's
     wait status when it is the one, and exit."""
     while True:
@@ -623,10 +648,35 @@ def _reap_until(pid: int, status_fd: int) -> None:
             exit_now(0)  # cannot happen before the program's own exit; nothing to report
         if done == pid:
             try:
+                if collect is not None:  # a compile: its files, once nothing of the run is left (``send_files``)
+                    send_files(status_fd, *collect)
                 os.write(status_fd, b"X" + status.to_bytes(4, "little", signed=True))
             except OSError:
                 pass
             exit_now(0)
+
+
+def send_files(fd: int, workdir: str, directory: str, limit_bytes: int) -> None:
+    """A compile's last step, in the run's init (PID 1 of its namespace): kill and reap what is
+    left of the run, then write the files under ``directory`` of ``workdir`` on ``fd``: "A", their
+    length (4 bytes, little-endian), ``collect_files``' bytes; nothing when there is none or too
+    much."""
+    try:
+        os.kill(-1, _signal.SIGKILL)  # every process of our namespace but us
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    data = collect_files(workdir + "/" + directory, limit_bytes, prefix=directory)
+    if data is not None:
+        view = memoryview(b"A" + len(data).to_bytes(4, "little") + data)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 if __name__ == "__main__":

@@ -340,10 +340,10 @@ class NsjailBackend:
             # compiled once: a .py started with -B would be compiled again for every run (~6 ms)
             py_compile.compile(CHILD_SCRIPT, cfile=os.path.join(self._share, "_child.pyc"), doraise=True)
             os.chmod(os.path.join(self._share, "_child.pyc"), 0o644)
-            self._filters = {  # as the jail sees them
-                fork: "/sbx/" + os.path.basename(_seccomp.filter_file(self._share, allow_fork=fork,
-                                                                      allow_unix_sockets=True))
-                for fork in (False, True)
+            self._filters = {  # as the jail sees them: by (fork allowed, exec allowed)
+                (fork, exec_): "/sbx/" + os.path.basename(_seccomp.filter_file(self._share, allow_fork=fork,
+                                                                               allow_unix_sockets=True, allow_exec=exec_))
+                for fork in (False, True) for exec_ in (False, True)
             }  # fmt: skip
             # the sysinfo layer (_seccomp), where the host's monitor can answer it: else the call
             # stays the host's (see isolation["sysinfo"])
@@ -479,7 +479,8 @@ class NsjailBackend:
         return "\n".join(lines) + "\n"
 
     def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
-                 code_fd: int, fds: tuple[int, int, int]) -> list[str]:  # fmt: skip
+                 code_fd: int, fds: tuple[int, int, int], command: tuple[str, ...] | None = None,
+                 collect: tuple[str, int] | None = None) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
         fixed = dict(_child.FIXED_RLIMITS)
@@ -523,15 +524,19 @@ class NsjailBackend:
         for k, v in env.items():
             cmd += ["-E", f"{k}={v}"]
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
-                self._filters[limits.max_processes > 1], str(limits.random_seed), *map(str, fds),
+                self._filters[limits.max_processes > 1, command is not None], str(limits.random_seed), *map(str, fds),
                 str(limits.max_file_bytes), self._listener or "-", str(listener_fd(code_fd, fds))]  # fmt: skip
+        if command is not None:  # another language (_child.main): the compile's files to send back, the command
+            cmd += ["-" if collect is None else f"{collect[0]}:{collect[1]}", *command]
         return cmd
 
-    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None) -> ExecutionResult:
+    def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, command: tuple[str, ...] | None = None,
+            files: bytes | None = None, collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program. Never raises for a bad request or a failure of the machinery: the answer
-        is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind."""
+        is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind.
+        ``command``, ``files``, ``collect``: another language's run (``ProcessBackend.run``)."""
         try:
-            payload = {"code": code.encode("utf-8"), "stdin": stdin.encode("utf-8")}
+            payload = {"code": files if files is not None else code.encode("utf-8"), "stdin": stdin.encode("utf-8")}
         except UnicodeEncodeError as exc:
             field = "code" if _unencodable(code) else "stdin"
             return self._failure(f"{field} cannot be encoded as UTF-8 ({exc.reason} at offset {exc.start}); "
@@ -540,7 +545,7 @@ class NsjailBackend:
             return self._failure(f"code and stdin must be str ({exc})", trace_id)
         slot = self._slots.get()
         try:
-            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id)
+            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect)
         except Exception as exc:
             return self._failure(f"{type(exc).__name__}: {exc}", trace_id)
         finally:
@@ -549,7 +554,8 @@ class NsjailBackend:
     def _failure(self, why: str, trace_id: str | None) -> ExecutionResult:
         return ExecutionResult.infrastructure_failure(f"nsjail backend: {why}", trace_id=trace_id, backend=self.name)
 
-    def _run(self, slot: _Slot, code: bytes, stdin: bytes, limits: Limits, trace_id: str | None) -> ExecutionResult:
+    def _run(self, slot: _Slot, code: bytes, stdin: bytes, limits: Limits, trace_id: str | None,
+             command: tuple[str, ...] | None = None, collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
         owned: dict[int, int] = {}  # fd -> inode: every fd this run opened and still has to close
         proc: subprocess.Popen[bytes] | None = None
         run_cgroup: str | None = None
@@ -589,7 +595,7 @@ class NsjailBackend:
             }
             fds = (out_w, err_w, st_w)
             proc, run_cgroup = slot.launch(
-                lambda cgroup, born: self._command(slot, limits, cgroup, born, log_fd, code_fd, fds),
+                lambda cgroup, born: self._command(slot, limits, cgroup, born, log_fd, code_fd, fds, command, collect),
                 popen_kwargs,
                 limit_bytes,
             )
@@ -684,7 +690,10 @@ class NsjailBackend:
             res = _monitor.result_dict(outcome, limits.model_dump(), peak_bytes=peak, memory_evidence=evidence,
                                        cpu_budget=cpu_budget)  # fmt: skip
             res.pop("_outcome")
-            return ExecutionResult.from_wire({**res, "trace_id": trace_id, "backend": self.name})
+            result = ExecutionResult.from_wire({**res, "trace_id": trace_id, "backend": self.name})
+            if collect is not None:
+                result._artefacts = outcome.files  # a compile's (``sandbox._compile``)
+            return result
         finally:
             if proc is not None and proc.returncode is None:  # something failed while it ran
                 # kill the jail and let nsjail reap it and exit (killing nsjail first would leave

@@ -193,10 +193,7 @@ class Sandbox:
 
         lang = resolve(name).name
         if lang != "python":
-            backend = self._live()
-            if backend.name != "process":
-                raise LanguageUnavailableError(f"language {lang!r}: the {backend.name} backend runs python only, "
-                                               "for now; the process backend runs it")  # fmt: skip
+            self._live()
             run_command(lang)
         return lang
 
@@ -220,29 +217,30 @@ class Sandbox:
             if hit is not None:
                 return hit.model_copy(update={"trace_id": tid, "cached": True, "queued_ms": queued_ms})
         try:
+            queued: dict[str, Any] = {}
             if getattr(backend, "concurrency", None) is not None:
                 # it queues requests itself (in its workers' pipes): it measures their wait, from
-                # ``submitted``, and answers one past the deadline unrun
+                # ``submitted``, and answers one past the deadline unrun (nsjail: one jail per run)
                 start = time.monotonic() if submitted is None else submitted
-                deadline = None if self.queue_timeout_s is None else start + self.queue_timeout_s
-                extra: dict[str, Any] = {}
-                compiled: tuple[Compiled, bool] | None = None
-                if language != "python":
-                    from .languages import LANGUAGES, run_command
+                queued = {"submitted": start,
+                          "queue_deadline": None if self.queue_timeout_s is None else start + self.queue_timeout_s}  # fmt: skip
+            extra: dict[str, Any] = {}
+            compiled: tuple[Compiled, bool] | None = None
+            if language != "python":
+                from .languages import LANGUAGES, run_command
 
-                    extra["command"] = run_command(language)
-                    if LANGUAGES[language].compiled:
-                        compiled = self._compile(code, language, lim, tid, start, deadline)
-                        if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
-                            result = self._unrun(compiled, tid, backend.name)
-                            return self._store(key, result, result.queued_ms)
-                        code, extra["files"] = "", compiled[0].files
-                result = backend.run(code, stdin, lim, tid, submitted=start, queue_deadline=deadline, **extra)  # type: ignore[call-arg]
+                extra["command"] = run_command(language)
+                if LANGUAGES[language].compiled:
+                    compiled = self._compile(code, language, lim, tid, queued)
+                    if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
+                        result = self._unrun(compiled, tid, backend.name)
+                        return self._store(key, result, result.queued_ms)
+                    code, extra["files"] = "", compiled[0].files
+            result = backend.run(code, stdin, lim, tid, **queued, **extra)
+            if queued:
                 queued_ms = result.queued_ms
-                if compiled is not None:
-                    result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
-            else:
-                result = backend.run(code, stdin, lim, tid)
+            if compiled is not None:
+                result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
             log.exception("the %s backend failed on %s", backend.name, tid)
             result = ExecutionResult.infrastructure_failure(
@@ -257,15 +255,15 @@ class Sandbox:
         result.queued_ms = queued_ms  # (a fresh result of its own: no copy)
         return result
 
-    def _compile(self, code: str, language: str, lim: Limits, tid: str, submitted: float,
-                 deadline: float | None) -> tuple[Compiled, bool]:  # fmt: skip
+    def _compile(self, code: str, language: str, lim: Limits, tid: str, queued: dict[str, Any]) -> tuple[Compiled, bool]:
         """The compile phase of ``code`` (``sandbox._compile``): from the compile cache, or run now."""
         from .languages import OUTPUT_DIR, compile_command, toolchain_id
 
         def run_compiler() -> Compiled:
             clim = compile_limits(lim)
-            r = self._live().run(code, "", clim, tid + "/compile", submitted=submitted, queue_deadline=deadline,  # type: ignore[call-arg]
-                                 command=compile_command(language), collect=(OUTPUT_DIR, ARTEFACT_BYTES))  # fmt: skip
+            backend = self._live()
+            r = backend.run(code, "", clim, tid + "/compile", command=compile_command(language),  # type: ignore[call-arg]
+                            collect=(OUTPUT_DIR, ARTEFACT_BYTES), **queued)  # fmt: skip
             return Compiled.from_run(r, lim)
 
         return self.compiles.get(compile_key(toolchain_id(language), code), run_compiler)

@@ -991,10 +991,10 @@ def listener_file(directory: str) -> str:
     return _write_filter(directory, LISTENER_VARIANT, compiled_listener)
 
 
-def filter_file(directory: str, *, allow_fork: bool, allow_unix_sockets: bool) -> str:
+def filter_file(directory: str, *, allow_fork: bool, allow_unix_sockets: bool, allow_exec: bool = False) -> str:
     """Write the compiled filter into ``directory`` (for a child that is started by ``exec``)."""
-    return _write_filter(directory, variant(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets),
-                         lambda: compiled(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets))
+    return _write_filter(directory, variant(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, allow_exec=allow_exec),
+                         lambda: compiled(allow_fork=allow_fork, allow_unix_sockets=allow_unix_sockets, allow_exec=allow_exec))
 
 
 def _write_filter(directory: str, name: str, data_of: Any) -> str:

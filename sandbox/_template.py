@@ -477,35 +477,11 @@ def _init(program: int, *, private: bool, collect: tuple[str, int] | None = None
                 continue
             if pid == program:
                 if collect is not None:
-                    _send_files(workdir, collect[0], collect[1])
+                    _child.send_files(3, workdir, collect[0], collect[1])
                 os.write(3, b"X" + struct.pack("<i", status))
                 os._exit(0)
     finally:
         os._exit(0)
-
-
-def _send_files(workdir: str, directory: str, limit_bytes: int) -> None:
-    """The init's part of a compile (``_init``): nothing of the run is left to change the files."""
-    try:
-        os.kill(-1, _signal.SIGKILL)  # every process of our namespace but us
-    except ProcessLookupError:
-        pass
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-    data = _child.collect_files(workdir + "/" + directory, limit_bytes, prefix=directory)
-    if data is not None:
-        _write_all(3, b"A" + len(data).to_bytes(4, "little") + data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 SLOT_PROCESSES = 8

@@ -1,5 +1,5 @@
-"""The compiled languages (C, C++, Rust, Java) on the process backend: the compile phase in the
-jail, its verdicts (a compile error with the compiler's message, a compile that explodes is the
+"""The compiled languages (C, C++, Rust, Java) on both backends (conftest's ``sb``): the compile
+phase in the jail, its verdicts (a compile error with the compiler's message, a compile that explodes is the
 program's failure, never a ``sandbox_error``), the compile cache (identical programs compile once;
 a run cannot change another's artefact), and the attacks of the Python suites in these languages,
 checked from the host side: a fork bomb in C, a memory bomb, a connect() to a loopback listener
@@ -9,7 +9,6 @@ compile time too. As a normal user too (``test_unprivileged``)."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +16,7 @@ from sandbox import ExecutionResult, Limits, Sandbox
 from sandbox._child import pack_files, unpack_files
 from sandbox.languages import JAIL_PATH, discover
 
-from .conftest import REPO, SECRET_NAME, SECRET_VALUE, get_sandbox, loopback_listener, watched
+from .conftest import REPO, SECRET_NAME, SECRET_VALUE, loopback_listener
 from .test_languages_run import run as _run
 
 pytestmark = pytest.mark.slow  # compilers take seconds
@@ -27,11 +26,6 @@ FAST = Limits(timeout_s=3.0, memory_mb=256)
 
 def run(sb: Sandbox, language: str, code: str, limits: Limits = FAST, stdin: str = "") -> ExecutionResult:
     return _run(sb, language, code, limits, stdin)
-
-
-@pytest.fixture
-def sb() -> Iterator[Sandbox]:
-    yield from watched(get_sandbox("process"))
 
 
 def have(name: str) -> bool:

@@ -1,30 +1,25 @@
 """Programs in the interpreted languages the sandbox runs beside Python (``sandbox.languages.RUNNABLE``:
-JavaScript on Node.js, Bash), on the process backend: their results, and the attacks of the
+JavaScript on Node.js, Bash): their results, and the attacks of the
 Python suites (``test_adversarial``) in each language, checked from the host side: a fork bomb, a
 memory bomb, a connect() to a loopback listener this test started, the parent's secret, the
-host's files; the fixture checks that no process of a run survives it. The nsjail backend and the
-languages the sandbox does not run refuse, clearly (the compiled ones: ``test_languages_compiled``). As a normal user too (``test_unprivileged``)."""
+host's files; the fixture checks that no process of a run survives it. Both backends (conftest's
+``sb``); the languages the sandbox does not run refuse, clearly (the compiled ones:
+``test_languages_compiled``). As a normal user too (``test_unprivileged``)."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 
 from sandbox import ExecutionResult, LanguageUnavailableError, Limits, Sandbox
 from sandbox.languages import discover
 
-from .conftest import REPO, SECRET_NAME, SECRET_VALUE, get_sandbox, loopback_listener, watched
+from .conftest import REPO, SECRET_NAME, SECRET_VALUE, get_sandbox, loopback_listener
 
 FAST = Limits(timeout_s=2.0, memory_mb=256)
 LANGS = [pytest.param(name, marks=pytest.mark.skipif(not discover(name).found, reason=f"no {name} toolchain here"))
          for name in ("javascript", "bash")]  # fmt: skip
-
-
-@pytest.fixture
-def sb() -> Iterator[Sandbox]:
-    yield from watched(get_sandbox("process"))
 
 
 def run(sb: Sandbox, language: str, code: str, limits: Limits = FAST, stdin: str = "") -> ExecutionResult:
@@ -65,12 +60,6 @@ def test_what_cannot_run_is_a_clear_error_before_anything_runs() -> None:
         sb.run_many(["print(1)", {"code": "let x: number = 1", "language": "ts"}])
     with pytest.raises(ValueError, match=r"request 0: unknown language 'cobol'"):
         sb.run_many([{"code": "x", "language": "cobol"}])
-
-
-@pytest.mark.nsjail
-def test_the_nsjail_backend_refuses_other_languages() -> None:
-    with pytest.raises(LanguageUnavailableError, match="the nsjail backend runs python only"):
-        get_sandbox("nsjail").run("console.log(1)", language="javascript")
 
 
 @pytest.mark.parametrize(("language", "code"), [
