@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from sandbox import Limits, Sandbox
-from sandbox.languages import JAIL_PATH, LANGUAGES, compile_command, discover, run_command
+from sandbox.languages import JAIL_PATH, LANGUAGES, compile_command, discover_cached, run_command
 
 from .conftest import CORES, Side, Target, paired, record_paired
 
@@ -108,7 +108,7 @@ def true_in_jail(sb: Sandbox) -> Side:
 
 
 @pytest.mark.parametrize("language", [pytest.param(n, marks=pytest.mark.skipif(
-    not discover(n, path=JAIL_PATH).found, reason=f"no {n} toolchain in the jail's PATH")) for n in PROGRAMS])  # fmt: skip
+    not discover_cached(n).found, reason=f"no {n} toolchain a jail shows")) for n in PROGRAMS])  # fmt: skip
 def test_compile_and_run(benchmark: Any, sb: Sandbox, language: str) -> None:
     host = Host(language)
     cached = PROGRAMS[language]
@@ -146,12 +146,12 @@ def test_compile_and_run(benchmark: Any, sb: Sandbox, language: str) -> None:
     record_paired(benchmark, result, title=f"{title}: compile and run a trivial program, against the bare compiler and binary",
                   program=f"{title}, hello world", mode="one call at a time", unit="runs", targets=targets,
                   note=f"Compile command: `{' '.join(compile_command(language)[1:])}`; toolchain "
-                       f"{discover(language, path=JAIL_PATH).version}. A compile-and-run side compiles a new source "
+                       f"{discover_cached(language).version}. A compile-and-run side compiles a new source "
                        "every time (a comment makes it one).", rank=30)  # fmt: skip
 
 
 def test_grpo_batch_of_cpp_programs(benchmark: Any, sb: Sandbox) -> None:
-    if not discover("cpp", path=JAIL_PATH).found:
+    if not discover_cached("cpp").found:
         pytest.skip("no C++ toolchain")
     programs, samples = (8, 8) if benchmark.enabled else (2, 2)
     body = "#include <iostream>\nint main() {{ long long s = 0; for (int i = 0; i < {k}; i++) s += i; std::cout << s << std::endl; }}\n"

@@ -81,6 +81,7 @@ from typing import Any
 
 from . import _child, _host, _monitor, _paths, _seccomp
 from .errors import BackendUnavailableError, IsolationUnavailableError
+from .languages import toolchain_paths
 from .models import ExecutionResult, Limits
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
@@ -321,7 +322,8 @@ class NsjailBackend:
         self.privileged = os.geteuid() == 0
         self.mode = "root" if self.privileged else "user namespace"
         self.allowed_packages = tuple(allowed_packages)
-        jail = _paths.jail_mounts(self.allowed_packages)  # a bad package name fails before anything is made
+        # a bad package name fails before anything is made
+        jail = _paths.jail_mounts(self.allowed_packages, toolchain_paths())
         self.binary = find_nsjail(binary)
         probe = subprocess.run([self.binary, "--help"], capture_output=True, timeout=30, check=False)
         if b"--pass_fd" not in probe.stdout + probe.stderr:

@@ -111,7 +111,7 @@ class Mount(tuple[str, str, str]):
         return f"Mount(kind={self[0]!r}, src={self[1]!r}, dst={self[2]!r})"
 
 
-def jail_mounts(allowed_packages: Sequence[str] = DEFAULT_ALLOWED_PACKAGES) -> list[Mount]:
+def jail_mounts(allowed_packages: Sequence[str] = DEFAULT_ALLOWED_PACKAGES, toolchain_paths: Sequence[str] = ()) -> list[Mount]:
     """The jail's view of the host, as mount operations to run in order on a fresh, empty tmpfs
     that becomes the jail's ``/`` (the root's own tmpfs is writable while they run, read-only
     after).
@@ -121,7 +121,9 @@ def jail_mounts(allowed_packages: Sequence[str] = DEFAULT_ALLOWED_PACKAGES) -> l
     ``.libs`` directory, its ``.dist-info`` and, recursively, the distributions it requires (those
     behind an ``extra`` marker excepted). Raises ``ValueError`` naming a package that is not
     installed for this interpreter (with a close match), or one that would expose the project or
-    task data (``FORBIDDEN_PACKAGES``).
+    task data (``FORBIDDEN_PACKAGES``). ``toolchain_paths``: files or directories of a toolchain
+    outside the system's directories (``sandbox.languages.toolchain_paths``: npm's esbuild in the
+    virtual environment), shown read-only at the same path.
 
     Each ``Mount(kind, src, dst)`` (a named 3-tuple of plain strings: it crosses a JSON pipe as a
     3-item list, ``Mount(*item)`` rebuilds it):
@@ -189,6 +191,9 @@ def jail_mounts(allowed_packages: Sequence[str] = DEFAULT_ALLOWED_PACKAGES) -> l
     for dist in resolve_packages(allowed_packages):
         for path in _distribution_paths(dist, sites):
             view.expose(path)
+    # toolchains outside the system's directories (sandbox.languages.toolchain_paths), read-only
+    for path in toolchain_paths:
+        view.expose(path)
     return view.finish()
 
 

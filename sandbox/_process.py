@@ -28,6 +28,7 @@ from typing import Any
 from . import _child, _host, _monitor, _paths, _seccomp
 from ._programs import program_imports
 from .errors import IsolationUnavailableError, SandboxClosedError
+from .languages import toolchain_paths
 from .models import QUEUE_TIMEOUT, ExecutionResult, Limits
 
 log = logging.getLogger("sandbox.process")
@@ -131,7 +132,8 @@ class _Slot:
             "default_limits": self.default_limits.model_dump(),
             "preload": list(self.preload),
             "isolation": self.isolation,
-            "mounts": self.mounts if self.mounts is not None else [list(m) for m in _paths.jail_mounts(self.allowed_packages)],
+            "mounts": self.mounts if self.mounts is not None else [list(m) for m in _paths.jail_mounts(self.allowed_packages,
+                                                                                                      toolchain_paths())],
             "proc_options": _paths.PROC_OPTIONS,
             "programs": self.programs,
         }
@@ -306,7 +308,7 @@ class ProcessBackend:
         packages = tuple(allowed_packages) if allowed_packages is not None else _paths.DEFAULT_ALLOWED_PACKAGES
         # an unknown package is a ValueError here, not in a worker; computed once for every start
         # and restart of every slot (it reads the metadata of every installed distribution)
-        mounts = [list(m) for m in _paths.jail_mounts(packages)]
+        mounts = [list(m) for m in _paths.jail_mounts(packages, toolchain_paths())]
         self._slots: list[_Slot] = []
         # per slot: the calls it was sent and has not answered, in order (at most DEPTH), when its
         # first became the one the worker runs, the lock its senders hold (one request at a time on

@@ -122,9 +122,11 @@ LANGUAGES: dict[str, Language] = {
                  flags="Node.js, CommonJS unless the file says otherwise",
                  install="Debian: apt-get install nodejs"),
         Language(name="typescript", title="TypeScript", aliases=("ts", "tsx"), extensions=(".ts",), source="main.ts",
-                 run=("tsx", "{src}"), version=("tsx", "--version"),
-                 flags="tsx: transpiled by esbuild, run by Node.js, no type check",
-                 install="npm: npm install -g tsx (with Node.js)"),
+                 compile=("esbuild", "{src}", "--outfile={out}", "--format=cjs", "--platform=node", "--log-level=warning"),
+                 output="out/main.js", run=("node", "{out}"), version=("esbuild", "--version"),
+                 flags="esbuild, as tsx runs it: transpiled to CommonJS, no type check; run by Node.js",
+                 install="npm: npm install tsx (the set-up puts it in .venv/node, its esbuild linked as .venv/bin/esbuild; "
+                         "with Node.js)"),
         Language(name="bash", title="Bash", aliases=("sh", "shell"), extensions=(".sh", ".bash"), source="main.sh",
                  run=("bash", "{src}"), version=("bash", "--version"), flags="GNU Bash, no login files",
                  install="Debian: apt-get install bash"),
@@ -135,7 +137,11 @@ LANGUAGES: dict[str, Language] = {
 # jail's read-only system view, started with execve by the run's own process; the compiled ones
 # whose compiler runs in the jail (the compile phase, ``Sandbox``), their artefacts carried to the
 # run (the process backend).
-RUNNABLE = ("python", "c", "cpp", "rust", "java", "javascript", "bash")
+RUNNABLE = ("python", "c", "cpp", "rust", "java", "javascript", "typescript", "bash")
+# Languages whose toolchain may live in this interpreter's environment (npm's esbuild in the
+# virtual environment) rather than the system's directories: what it needs there is shown
+# read-only in every jail (``toolchain_paths``), at the same path.
+IN_ENVIRONMENT = ("typescript",)
 OUTPUT_DIR = "out"  # a compile's artefacts: every file under it (``Language.output``)
 FILES = "*"  # a run command's first word when the run's files are a compile's artefacts
 
@@ -181,7 +187,25 @@ def discover_cached(name: str) -> Toolchain:
     directories, which the jail shows read-only; a toolchain elsewhere, such as rustup's in a home
     directory, is not the one a run gets), once per process (a run must not pay for a compiler's
     version command)."""
+    if name in IN_ENVIRONMENT:
+        return discover(name, path=os.pathsep.join([os.path.dirname(sys.executable), JAIL_PATH]))
     return discover(name, path=JAIL_PATH)
+
+
+def toolchain_paths() -> list[str]:
+    """What the jail must show of the toolchains that live outside the system's directories
+    (``IN_ENVIRONMENT``): each found binary's real path (esbuild is one static file)."""
+    from ._paths import SYSTEM_DIRS
+
+    paths: list[str] = []
+    for name in IN_ENVIRONMENT:
+        found = discover_cached(name)
+        if found.found:
+            for binary in found.binaries.values():
+                real = os.path.realpath(binary)
+                if not any(real.startswith(d + "/") for d in SYSTEM_DIRS):
+                    paths.append(real)
+    return sorted(set(paths))
 
 
 @functools.cache
@@ -196,7 +220,7 @@ def _commands(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     def absolute(word: str) -> str:
         binary = os.path.realpath(found.binaries[word])
-        if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS):
+        if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS) and binary not in toolchain_paths():
             raise LanguageUnavailableError(f"language {name!r}: {binary} is outside the system directories the jail "
                                            f"shows ({', '.join(SYSTEM_DIRS)}); {lang.install}")  # fmt: skip
         return binary

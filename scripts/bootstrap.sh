@@ -110,6 +110,11 @@ if [ ! -x "$VENV/bin/tsx" ] && command -v npm >/dev/null; then
         log "warning: npm could not install tsx (see $VENV/pip.log); TypeScript's toolchain is missing"
     fi
 fi
+# TypeScript compiles with tsx's esbuild (one static binary, which every jail shows read-only)
+if [ ! -x "$VENV/bin/esbuild" ] && [ -d "$VENV/node/node_modules/@esbuild" ]; then
+    esbuild=$(find "$VENV/node/node_modules/@esbuild" -path '*/bin/esbuild' -type f | head -n 1)
+    [ -z "$esbuild" ] || ln -sf "$(realpath --relative-to="$VENV/bin" "$esbuild")" "$VENV/bin/esbuild"
+fi
 
 # EvalPlus, a benchmark anchor (its `evalplus.eval.untrusted_check`): its package requires openai,
 # anthropic, google-generativeai, transformers, datasets, tree-sitter and more for its code

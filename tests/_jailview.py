@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from sandbox import _paths
+from sandbox.languages import toolchain_paths
 
 REPO = Path(__file__).resolve().parents[1]
 # What each backend adds beside the allowlist (its own, not the host's): not walked.
@@ -24,11 +25,17 @@ BACKEND_TOPS = {"/dev", "/proc", "/sandbox", "/sbx", "/sys", "/tmp"}
 SYSTEM_TOPS = set(_paths.SYSTEM_DIRS)
 
 
+def backend_mounts() -> list[_paths.Mount]:
+    """The jail both backends build by default: the default packages, and the toolchains that live
+    outside the system's directories (``sandbox.languages.toolchain_paths``)."""
+    return _paths.jail_mounts(toolchain_paths=toolchain_paths())
+
+
 def expected_view(mounts: list[_paths.Mount] | None = None) -> dict[str, str]:
     """Every path a jail built from ``mounts`` shows outside the system directories and the
     backend's own, each with what it is: ``"dir"`` (a bare directory on the way to the allowlist,
     or a tmpfs/dir of the list), ``"link"``, or the host path it shows (inside a bind)."""
-    mounts = _paths.jail_mounts() if mounts is None else mounts
+    mounts = backend_mounts() if mounts is None else mounts
     view: dict[str, str] = {}
     for m in mounts:  # parents before children (jail_mounts' guarantee)
         parts = m.dst.split("/")

@@ -21,11 +21,11 @@ from code_env.trl import TRLReward, trl_rows
 from code_env.verl import compute_score
 from registry.validate import validate
 from sandbox import LanguageUnavailableError, Sandbox
-from sandbox.languages import JAIL_PATH, discover
+from sandbox.languages import discover_cached
 
 from .conftest import get_sandbox
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not discover("cpp", path=JAIL_PATH).found, reason="no C++ toolchain")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not discover_cached("cpp").found, reason="no C++ toolchain")]
 
 FIZZ = registry.resolve("builtin/fizzbuzz-line")
 FIZZ_CPP = r"""#include <iostream>

@@ -18,9 +18,15 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox, _paths
-from sandbox._paths import jail_mounts
 
-from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, VIEW_WALKER, expected_view, project_files
+from ._jailview import (
+    BACKEND_TOPS,
+    SYSTEM_TOPS,
+    VIEW_WALKER,
+    backend_mounts,
+    expected_view,
+    project_files,
+)
 from .conftest import BACKENDS, assert_contained, get_sandbox
 from .test_nsjail_isolation import WALKER, collect_needles
 
@@ -345,10 +351,10 @@ def test_proc_shows_nothing_of_the_host(sb: Sandbox, fork: bool, tmp_path: Path)
         assert host_path not in mounts, mounts
     # every mount point is the allowlist's (a home or a checkout on the way to the venv is a bare
     # directory of the jail's root, never a mount) or the backend's own
-    allowed = {m.dst for m in jail_mounts() if m.kind in ("bind", "tmpfs")} | BACKEND_MOUNTS
+    allowed = {m.dst for m in backend_mounts() if m.kind in ("bind", "tmpfs")} | BACKEND_MOUNTS
     # an interpreter under /tmp (a venv in a temporary checkout): the run's own /tmp is a tmpfs with
     # the directories that lead to it bound back in (sandbox._template._private_tmp)
-    under_tmp = {m.dst.split("/")[2] for m in jail_mounts() if m.dst.startswith("/tmp/")}
+    under_tmp = {m.dst.split("/")[2] for m in backend_mounts() if m.dst.startswith("/tmp/")}
     allowed |= {"/tmp", *(f"/tmp/{name}" for name in under_tmp)} if under_tmp else set()
     points = [line.split()[4].encode().decode("unicode_escape") for line in mounts.splitlines() if line.strip()]
     assert points and not [p for p in points if p not in allowed], [p for p in points if p not in allowed]

@@ -3,6 +3,7 @@ of each toolchain, and commands that really compile and run a program with each 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -80,9 +81,12 @@ def test_what_runs_in_the_sandbox() -> None:
     """Python, the interpreted languages whose interpreter the jail shows and the compiled ones
     whose compiler it shows; a toolchain counts where the jail's PATH finds it (rustup's, in a home
     directory, is not the jail's)."""
-    assert languages.RUNNABLE == ("python", "c", "cpp", "rust", "java", "javascript", "bash")
+    assert languages.RUNNABLE == ("python", "c", "cpp", "rust", "java", "javascript", "typescript", "bash")
     assert [t.language for t in languages.toolchains() if t.runs_in_sandbox] == [
-        n for n in languages.RUNNABLE if discover(n, path=languages.JAIL_PATH).found]  # fmt: skip
+        n for n in languages.RUNNABLE if languages.discover_cached(n).found]  # fmt: skip
+    # a toolchain of the virtual environment (npm's esbuild) is shown in the jail, nothing else of it
+    for path in languages.toolchain_paths():
+        assert os.path.isfile(path) and os.access(path, os.X_OK), path
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The compiled languages (C, C++, Rust, Java) on both backends (conftest's ``sb``): the compile
+"""The compiled languages (C, C++, Rust, Java; TypeScript, transpiled by esbuild) on both backends (conftest's ``sb``): the compile
 phase in the jail, its verdicts (a compile error with the compiler's message, a compile that explodes is the
 program's failure, never a ``sandbox_error``), the compile cache (identical programs compile once;
 a run cannot change another's artefact), and the attacks of the Python suites in these languages,
@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox
 from sandbox._child import pack_files, unpack_files
-from sandbox.languages import JAIL_PATH, discover
+from sandbox.languages import discover_cached
 
 from .conftest import REPO, SECRET_NAME, SECRET_VALUE, loopback_listener
 from .test_languages_run import run as _run
@@ -29,11 +29,11 @@ def run(sb: Sandbox, language: str, code: str, limits: Limits = FAST, stdin: str
 
 
 def have(name: str) -> bool:
-    return discover(name, path=JAIL_PATH).found
+    return discover_cached(name).found
 
 
 def lang(name: str) -> object:
-    return pytest.param(name, marks=pytest.mark.skipif(not have(name), reason=f"no {name} toolchain in the jail's PATH"))
+    return pytest.param(name, marks=pytest.mark.skipif(not have(name), reason=f"no {name} toolchain a jail shows"))
 
 
 # (doubles its input; fails with status 3 and a message on stderr; does not compile: line 2)
@@ -52,8 +52,11 @@ PROGRAMS = {
              "    long n = new Scanner(System.in).nextLong(); System.out.println(2 * n); } }\n",
              "public class Main { public static void main(String[] a) { System.err.println(\"bad input\"); System.exit(3); } }\n",
              "public class Main { public static void main(String[] a) {\n    int x = undefinedName; } }\n"),
+    "typescript": ("const n: number = Number(require('fs').readFileSync(0, 'utf8').trim());\nconsole.log(String(2 * n));\n",
+                   "console.error('bad input');\nprocess.exit(3);\n",
+                   "const n: number = 1;\nlet x: number = ;\n"),
 }  # fmt: skip
-SOURCE = {"c": "main.c", "cpp": "main.cpp", "rust": "main.rs", "java": "Main.java"}
+SOURCE = {"c": "main.c", "cpp": "main.cpp", "rust": "main.rs", "java": "Main.java", "typescript": "main.ts"}
 
 
 @pytest.mark.parametrize("language", [lang(n) for n in PROGRAMS])

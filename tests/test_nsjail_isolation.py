@@ -26,7 +26,7 @@ import pytest
 from sandbox import ExecutionResult, Limits, Sandbox, _paths
 from sandbox.errors import BackendUnavailableError
 
-from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, expected_view
+from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, backend_mounts, expected_view
 from .conftest import assert_contained, get_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
@@ -262,12 +262,12 @@ def test_a_jail_sees_nothing_of_the_runs_beside_it(walk: dict[str, Any]) -> None
     assert len(paths) > 1000 and "/usr/bin" in paths
     # no other run's program, work dir or run dir; nothing of this backend's host-side temp dir
     assert [p for p in paths if p.endswith("solution.py")] == ["/sandbox/solution.py"]
-    jail = [m.dst for m in _paths.jail_mounts()]  # a venv in a temporary checkout lives under /tmp
+    jail = [m.dst for m in backend_mounts()]  # a venv in a temporary checkout lives under /tmp
     allowed = {p for p in paths if any(p == d or p.startswith(d + "/") or d.startswith(p + "/") for d in jail)}
     assert not [p for p in paths if "secret.txt" in p or "code-env-" in p or (p.startswith("/tmp/") and p not in allowed)]
     assert sorted(p for p in paths if p.startswith("/sbx/")) == [
-        "/sbx/_child.pyc", "/sbx/seccomp-sysinfo-listener.bpf", "/sbx/seccomp-unix-fork.bpf",
-        "/sbx/seccomp-unix-nofork.bpf"]  # fmt: skip
+        "/sbx/_child.pyc", "/sbx/seccomp-sysinfo-listener.bpf", "/sbx/seccomp-unix-fork-exec.bpf",
+        "/sbx/seccomp-unix-fork.bpf", "/sbx/seccomp-unix-nofork-exec.bpf", "/sbx/seccomp-unix-nofork.bpf"]  # fmt: skip
     assert sorted(p for p in paths if p.startswith("/sandbox/")) == ["/sandbox/solution.py"]
 
 
@@ -302,7 +302,7 @@ def test_a_jail_holds_no_task_data_nor_the_project(walk: dict[str, Any]) -> None
             assert rel == ".venv" or rel.startswith(".venv/"), p
     for name in ("registry", "code_env", "sandbox", "tests"):
         assert f"{repo}/{name}" not in paths
-    allowed = {os.path.basename(m.dst) for m in _paths.jail_mounts()
+    allowed = {os.path.basename(m.dst) for m in backend_mounts()
                if m.kind in ("bind", "dir") and os.path.basename(os.path.dirname(m.dst)) in _paths.SITE_DIR_NAMES}  # fmt: skip
     assert any(name.startswith("numpy") for name in allowed)
     for p in paths:
@@ -314,7 +314,7 @@ def test_a_jail_holds_no_task_data_nor_the_project(walk: dict[str, Any]) -> None
 def _host_tops() -> set[str]:
     """Top-level directories the jail may show for the interpreter's own paths (e.g. /work for a
     venv under /work, /root for pyenv)."""
-    return {"/" + m.dst.split("/")[1] for m in _paths.jail_mounts()}
+    return {"/" + m.dst.split("/")[1] for m in backend_mounts()}
 
 
 @pytest.mark.nsjail
@@ -502,7 +502,7 @@ def test_a_sigkill_without_memory_pressure_is_not_oom(sb: Sandbox) -> None:
 
 
 def test_jail_mounts_is_an_executable_allowlist() -> None:
-    mounts = _paths.jail_mounts()
+    mounts = backend_mounts()
     dsts = [m.dst for m in mounts]
     assert len(dsts) == len(set(dsts))
     for i, m in enumerate(mounts):
