@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 import registry
 from registry import Task
 from registry.sampling import Curriculum, sample_stratified
-from registry.verify import CaseResult, Job, Runner, Verification
+from registry.verify import FUNCTION_DRIVERS, CaseResult, Job, Runner, Verification
 from sandbox.languages import UnknownLanguageError
 from sandbox.languages import resolve as resolve_language
 
@@ -77,8 +77,8 @@ class EnvConfig(BaseModel):
     log_text_bytes: int = Field(TEXT_BYTES, ge=64, le=MAX_TEXT_CHARS, description="bytes kept of each long text of a run in a log record (first and last half, with the whole's size and SHA-256)")
     reward: RewardConfig = Field(default_factory=RewardConfig)
     timing_in_observation: bool = Field(False, description="add execution_time_ms to the observation (not reproducible)")
-    language: str = Field("python", description="the programs' language (sandbox.languages; another than Python "
-                          "answers the set's stdio tasks only, and the prompt names it)")
+    language: str = Field("python", description="the programs' language (sandbox.languages; the prompt names it; "
+                          "one without a function-task driver answers the set's stdio tasks only)")
 
     @field_validator("language")
     @classmethod
@@ -224,6 +224,10 @@ def task_prompt(task: Task, language: str = "python") -> str:
     language than Python (a stdio task), the prompt says which, and what the program must be."""
     if language != "python":
         lang = resolve_language(language)
+        if task.kind == "function":
+            return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a function `{task.entry_point}`, defined "
+                         "at the top level, called with the arguments as JSON data (lists are arrays, dicts objects) "
+                         "and returning a value that JSON can hold.")  # fmt: skip
         main = " Its class must be `public class Main`." if lang.name == "java" else ""
         return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a complete program that reads standard "
                      f"input and writes standard output.{main}")  # fmt: skip
@@ -414,11 +418,11 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
         self.tasks: list[Task] = task_list if task_list is not None else registry.load(name, **self.config.task_params)
         if not self.tasks:
             raise ValueError(f"task set {name!r} is empty")
-        if self.config.language != "python":  # (a function task's tests call a Python function)
+        if self.config.language not in FUNCTION_DRIVERS:  # (a function task's tests call a driver's function)
             self.tasks = [t for t in self.tasks if t.kind == "stdio"]
             if not self.tasks:
                 raise ValueError(f"task set {name!r} has no stdio task: a {self.config.language} program answers "
-                                 "stdio tasks only (function tasks are graded in Python)")  # fmt: skip
+                                 f"stdio tasks only (function tasks take {' and '.join(FUNCTION_DRIVERS)})")  # fmt: skip
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(self.config.backend, executor)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None

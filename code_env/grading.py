@@ -18,7 +18,16 @@ from pydantic import BaseModel, Field
 
 from registry import Task
 from registry.budget import Budget, budget_s
-from registry.verify import CaseResult, Job, Runner, Verification, shown_output, verify_many
+from registry.verify import (
+    FUNCTION_DRIVERS,
+    CaseResult,
+    Job,
+    Runner,
+    Verification,
+    function_task_refusal,
+    shown_output,
+    verify_many,
+)
 from sandbox import LanguageUnavailableError, Sandbox
 
 from .judge import JudgeConfig, LLMJudge, apply
@@ -311,16 +320,15 @@ def _mark_round(submitted: float, results: list[Verification], owners: list[int]
 def program_language(language: str, tasks: Iterable[Task] = ()) -> str:
     """The canonical name of ``language`` (``sandbox.languages``) for programs that answer
     ``tasks``: ``UnknownLanguageError`` for a name no language has, ``LanguageUnavailableError``
-    where a task is a function task and the language is not Python (its tests call a Python
-    function)."""
+    where a task is a function task and the language has no driver (``registry.verify.FUNCTION_DRIVERS``:
+    Python and JavaScript)."""
     from sandbox.languages import resolve
 
     name = resolve(language).name
-    if name != "python":
+    if name not in FUNCTION_DRIVERS:
         for task in tasks:
             if task.kind == "function":
-                raise LanguageUnavailableError(f"{task.problem_id}: a function task is graded in Python only (its "
-                                               f"tests call a Python function); {name} programs can answer stdio tasks")  # fmt: skip
+                raise LanguageUnavailableError(function_task_refusal(task.problem_id, name))
     return name
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from registry import Task
-from registry.verify import Runner
+from registry.verify import FUNCTION_DRIVERS, Runner
 from sandbox.languages import resolve as resolve_language
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
@@ -315,6 +315,10 @@ _INSTRUCTION = "Answer with the whole program in one ```python block."
 
 
 def _user_message(task: Task, language: str = "python") -> str:
+    if language != "python" and task.kind == "function":
+        lang = resolve_language(language)
+        return (f"{task.prompt.rstrip()}\n\nAnswer in one ```{lang.name} block: a {lang.title} function "
+                f"`{task.entry_point}`, defined at the top level, called with JSON data and returning a JSON value.")
     if language != "python":
         lang = resolve_language(language)
         main = " Its class must be `public class Main`." if lang.name == "java" else ""
@@ -346,8 +350,8 @@ def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFo
         raise ValueError("system_prompt: only a chat dataset has a system message (format='chat')")
     rows = []
     for task in load_tasks(tasks, **params):
-        if language != "python" and task.kind != "stdio":
-            continue  # (a function task's tests call a Python function)
+        if language not in FUNCTION_DRIVERS and task.kind != "stdio":
+            continue  # (a function task's tests call the function through a driver)
         if format == "plain":
             prompt: Any = _plain_prompt(task, language)
         else:

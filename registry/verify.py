@@ -249,6 +249,100 @@ _driver()
 
 register_program(DRIVER)  # compiled once per worker, not in every run (sandbox._programs)
 
+# The same driver for a JavaScript program (Node.js), the same protocol: the spec on stdin, the
+# tagged lines on the result channel (fd 1, written by the driver alone: the program's console
+# and process.stdout go to stderr), ``HIDDEN_MARK`` on stderr before the first hidden test. The
+# candidate runs as a script of this context (``vm``): its top-level functions and bindings are
+# the entry point's candidates, the driver's own (the nonce, the channel) live in a closure it
+# cannot reach. A value is what JSON.stringify makes of it (undefined: null; a Set: its sorted
+# elements); a thrown value is the test's error; a parse error of the program, its syntax error.
+JS_DRIVER = r"""
+'use strict';
+(() => {
+  const fs = require('fs'), vm = require('vm'), util = require('util');
+  const writeSync = fs.writeSync, stringify = JSON.stringify, hrtime = process.hrtime.bigint;
+  const exit = (process.reallyExit || process.exit).bind(process), from = Array.from, bytes = Buffer.from;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  // all of it, whatever the descriptor's mode (Node makes its pipes non-blocking): true when written
+  const writeAll = (fd, text) => {
+    const buf = bytes(text);
+    for (let off = 0; off < buf.length;) {
+      try { off += writeSync(fd, buf, off); } catch (e) {
+        if (e.code !== 'EAGAIN') return false;
+        Atomics.wait(pause, 0, 0, 1);
+      }
+    }
+    return true;
+  };
+  const spec = JSON.parse(fs.readFileSync(0, 'utf8'));
+  const tag = spec.nonce + ' ';
+  const stderr = (text) => { writeAll(2, text); };
+  for (const name of ['log', 'info', 'debug']) console[name] = (...a) => stderr(util.format(...a) + '\n');
+  process.stdout.write = (chunk) => { stderr(typeof chunk === 'string' ? chunk : String(chunk)); return true; };
+  const emit = (obj) => { if (!writeAll(1, tag + stringify(obj) + '\n')) exit(CHANNEL_LOST); };
+  const text = (x, limit) => { try { return String(x).slice(0, limit); } catch (e) { return '<unprintable>'; } };
+  const name = (e) => text(e !== null && typeof e === 'object' && e.name ? e.name : typeof e, 100);
+  const message = (e) => text(e !== null && typeof e === 'object' && 'message' in e ? e.message : e, 500);
+  const trace = (e) => (e !== null && typeof e === 'object' && typeof e.stack === 'string') ? text(e.stack, 2000) : null;
+  const plain = (key, value) => {
+    if (value instanceof Set) { const a = from(value); try { a.sort(); } catch (e) { /* as it is */ } return a; }
+    if (typeof value === 'bigint') throw new TypeError('a BigInt is not JSON data');
+    return value;
+  };
+  const seconds = (t) => Number(hrtime() - t) / 1e9;
+  const { code, entry_point: entry, cases, start, hidden_from: hiddenFrom } = spec;
+  delete spec.nonce;
+  if (hiddenFrom !== null && hiddenFrom <= start) stderr(HIDDEN_MARK);
+  try { fs.writeFileSync('candidate.js', code); } catch (e) { /* its lines are for stack traces only */ }
+  let fn;
+  try {
+    vm.runInThisContext(code, { filename: 'candidate.js' });
+    fn = vm.runInThisContext('typeof ' + entry + " === 'function' ? " + entry + ' : undefined');
+  } catch (e) {
+    emit({ k: 'load_error', error: name(e), message: message(e), traceback: trace(e) });
+    exit(0);
+  }
+  if (typeof fn !== 'function') {
+    emit({ k: 'no_entry_point', reason: 'the program defines no function ' + stringify(entry) });
+    exit(0);
+  }
+  emit({ k: 'loaded' });
+  cases.forEach((c, k) => {
+    if (start + k === hiddenFrom) stderr(HIDDEN_MARK);
+    const t = hrtime();
+    let r;
+    try {
+      if (Object.keys(c.kwargs).length) throw new TypeError('keyword arguments: a JavaScript function takes none');
+      r = fn(...c.args);
+    } catch (e) {
+      emit({ k: 'error', i: start + k, error: name(e), message: message(e), traceback: trace(e), s: seconds(t) });
+      return;
+    }
+    const s = seconds(t);
+    let v;
+    try {
+      if (r instanceof Promise) throw new TypeError('the function returned a Promise, not a value');
+      v = stringify(r === undefined ? null : r, plain);
+    } catch (e) {
+      emit({ k: 'error', i: start + k, error: 'TypeError', message: 'the return value is not JSON data: ' + message(e),
+             traceback: null, s });
+      return;
+    }
+    if (v.length > MAX_VALUE_CHARS) {
+      emit({ k: 'error', i: start + k, error: 'RangeError', message: 'the return value is ' + v.length +
+             ' characters of JSON, over the limit of MAX_VALUE_CHARS', traceback: null, s });
+    } else {
+      emit({ k: 'result', i: start + k, value: v, s });
+    }
+  });
+  emit({ k: 'end', n: cases.length });
+  exit(0);
+})();
+""".replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST)).replace(
+    "HIDDEN_MARK", json.dumps(HIDDEN_MARK))
+# The languages whose programs answer function tasks: a driver of their own speaks the protocol above.
+FUNCTION_DRIVERS = {"python": DRIVER, "javascript": JS_DRIVER}
+
 SYNTAX_CHECK = r'''
 import sys
 try:
@@ -446,11 +540,16 @@ class _Done:
         return [(self.v, [], None)]
 
 
+def function_task_refusal(problem_id: str, language: str) -> str:
+    """Why a ``language`` program cannot answer a function task."""
+    return (f"{problem_id}: a function task's tests call the program's function through a driver, which exists for "
+            f"{' and '.join(FUNCTION_DRIVERS)}; a {language} program can answer stdio tasks")
+
+
 def _plan(job: Job) -> _Plan:
     task, code, which, trace_id, budget, language = job
-    if language != "python" and task.kind == "function":
-        raise LanguageUnavailableError(f"{task.problem_id}: a function task is graded in Python only (its tests "
-                                       f"call a Python function); a {language} program can answer stdio tasks")  # fmt: skip
+    if task.kind == "function" and language not in FUNCTION_DRIVERS:
+        raise LanguageUnavailableError(function_task_refusal(task.problem_id, language))
     if which == "both":
         return _joint_plan(task, code, trace_id, budget, language)
     cases = task.public_tests if which == "public" else task.hidden_tests
@@ -461,7 +560,7 @@ def _plan(job: Job) -> _Plan:
     if refused is not None:
         return _Done(Verification(kind=task.kind, syntax_error=refused, budget_s=limit))
     if task.kind == "function":
-        return _FunctionPlan(task, cases, code, len(cases) if which == "public" else 0, trace_id, budget)
+        return _FunctionPlan(task, cases, code, len(cases) if which == "public" else 0, trace_id, budget, language=language)
     return _StdioPlan(task, cases, code, which == "public", trace_id, budget, language=language)
 
 
@@ -476,7 +575,7 @@ def _joint_plan(task: Task, code: str, root: str | None, budget: Budget | None, 
     if task.kind == "function":
         run_id = None if root is None else f"{root}/public+hidden"
         return _FunctionPlan(task, [*task.public_tests, *task.hidden_tests], code, len(task.public_tests), run_id,
-                             budget, joint=(public_id, hidden_id))  # fmt: skip
+                             budget, joint=(public_id, hidden_id), language=language)  # fmt: skip
     first = _StdioPlan(task, task.public_tests, code, True, public_id, budget, language=language)
     return _Chain(first, _StdioPlan(task, task.hidden_tests, code, False, hidden_id, budget, compiled_by=first,
                                     language=language))  # fmt: skip
@@ -726,8 +825,10 @@ class _FunctionPlan:
     tampering, a syntax or load error) are the first part's, and the second shares the verdicts."""
 
     def __init__(self, task: Task, cases: Sequence[TestCase], code: str, shown: int, trace_id: str | None,
-                 grade_budget: Budget | None = None, *, joint: tuple[str | None, str | None] | None = None) -> None:  # fmt: skip
+                 grade_budget: Budget | None = None, *, joint: tuple[str | None, str | None] | None = None,
+                 language: str = "python") -> None:  # fmt: skip
         self.task, self.cases, self.code, self.shown, self.trace_id = task, cases, code, shown, trace_id
+        self.language = language  # the driver's (FUNCTION_DRIVERS)
         self.grade_budget = grade_budget
         self.joint = joint
         limit = None if grade_budget is None else grade_budget.budget_s
@@ -765,7 +866,7 @@ class _FunctionPlan:
         self.parse_left = int(PARSE_NODES_PER_S * limits.timeout_s)  # this run's returned values, at most
         self.parse_chars_left = int(PARSE_CHARS_PER_S * limits.timeout_s)
         self.budget_s = limits.timeout_s
-        return [RunRequest(code=DRIVER, stdin=spec, limits=limits, trace_id=tid)]
+        return [RunRequest(code=FUNCTION_DRIVERS[self.language], stdin=spec, limits=limits, trace_id=tid, language=self.language)]
 
     def feed(self, results: list[ExecutionResult]) -> None:
         (res,) = results

@@ -63,7 +63,8 @@ def test_a_cpp_program_gets_the_reward_ladder_and_compiles_once(sb: Sandbox) -> 
 
 def test_a_function_task_refuses_another_language_before_anything_runs(sb: Sandbox) -> None:
     task = registry.resolve("builtin/sum-of-evens")
-    with pytest.raises(LanguageUnavailableError, match="builtin/sum-of-evens: a function task is graded in Python only"):
+    with pytest.raises(LanguageUnavailableError, match="builtin/sum-of-evens: a function task's tests call the program's "
+                       "function through a driver, which exists for python and javascript; a cpp program can answer stdio"):
         grade_many([(FIZZ, FIZZ_CPP), (task, "int main() {}")], sandbox=sb, language="cpp")
     with pytest.raises(ValueError, match="unknown language 'cobol'"):
         grade(FIZZ, "x", sandbox=sb, language="cobol")
@@ -106,12 +107,50 @@ def test_other_languages_solutions_are_validated_as_the_reference_is(sb: Sandbox
     assert ok.ok, ok.problems
     assert not refused.ok and any(p.startswith("cpp hidden test") for p in refused.problems), refused.problems
     # the schema: a language's name, stdio tasks only, Python's is the reference
-    row = json.loads(FIZZ.model_dump_json())
+    assert FIZZ.solutions.keys() == {"cpp", "java", "rust"}  # the builtin set's
+    row = json.loads(FIZZ.model_copy(update={"solutions": {}}).model_dump_json())
     assert "solutions" not in row  # (a task without them dumps as before they existed)
     for solutions, message in [({"c++": "x"}, "use the language's name ('cpp')"), ({"cobol": "x"}, "unknown language"),
                                ({"python": "x"}, "Python's is reference_solution")]:  # fmt: skip
         with pytest.raises(ValueError, match=re.escape(message)):
             registry.Task.model_validate({**row, "solutions": solutions})
-    with pytest.raises(ValueError, match="a function task is graded in Python only"):
+    with pytest.raises(ValueError, match="solutions: a function task is graded in Python only"):
         registry.Task.model_validate({**json.loads(registry.resolve("builtin/sum-of-evens").model_dump_json()),
                                       "solutions": {"cpp": "x"}})  # fmt: skip
+
+
+EVENS = registry.resolve("builtin/sum-of-evens")
+EVENS_JS = "function sum_of_evens(nums) { return nums.filter((n) => n % 2 === 0).reduce((a, b) => a + b, 0); }\n"
+
+
+@pytest.mark.skipif(not discover_cached("javascript").found, reason="no Node.js")
+@pytest.mark.parametrize(("code", "tier", "reward"), [
+    pytest.param(EVENS_JS, "all_tests", 1.0, id="right"),
+    pytest.param("const sum_of_evens = (nums) => { console.log('seen', nums); process.stdout.write('more'); return "
+                 "nums.filter((n) => n % 2 === 0).reduce((a, b) => a + b, 0); };\n", "all_tests", 1.0, id="arrow-that-prints"),
+    pytest.param("function sum_of_evens(nums) { return 0; }\n", "partial", None, id="wrong"),
+    pytest.param("function sum_of_evens(nums) { return ; ]\n", "syntax_error", -1.0, id="syntax-error"),
+    pytest.param("function other() { return 1; }\n", "no_attempt", -0.5, id="no-entry-point"),
+    # the channel is the driver's: a line without its nonce is tampering, never an answer
+    pytest.param("require('fs').writeSync(1, 'x {\"k\":\"loaded\"}\\n');\n" + EVENS_JS, "no_attempt", -0.5, id="forged-line"),
+])  # fmt: skip
+def test_a_javascript_program_answers_function_tasks_through_its_driver(sb: Sandbox, code: str, tier: str,
+                                                                         reward: float | None) -> None:  # fmt: skip
+    g = grade(EVENS, code, sandbox=sb, language="javascript")
+    assert g.breakdown.tier == tier, (g.breakdown, g.run)
+    if reward is not None:
+        assert g.reward == reward
+    if tier == "all_tests" and "seen" in code:  # what it printed is on stderr, for the public tests only
+        assert g.run is not None and "seen" in g.run.stderr and "more" in g.run.stderr
+    if tier == "syntax_error":
+        assert g.run is not None and "SyntaxError" in (g.breakdown.explanation or "") + g.run.stderr + str(g.feedback)
+
+
+@pytest.mark.skipif(not discover_cached("javascript").found, reason="no Node.js")
+def test_codeexec_in_javascript_serves_function_tasks_too(sb: Sandbox) -> None:
+    env = gym.make("CodeExec-v0", language="js", executor=sb)
+    assert {t.kind for t in env.unwrapped.tasks} == {"function", "stdio"}
+    obs, _ = env.reset(seed=0, options={"problem_id": EVENS.problem_id})
+    assert "Write the solution in JavaScript (Node.js): a function `sum_of_evens`" in obs["prompt"]
+    _, reward, _, _, info = env.step(EVENS_JS)
+    assert (reward, info["reward_breakdown"]["tier"]) == (1.0, "all_tests")
