@@ -7,14 +7,16 @@ written to, the compile and run commands with the flags common online judges use
 prints the toolchain's version, and what brings the toolchain where it is missing (Debian's
 package, a PyPI wheel or an npm package). SandboxFusion's ``pytest`` and ``go_test`` (a program
 run by a test framework) are not aliases: another way to judge, not another language. Commands are argument vectors whose ``{src}`` and
-``{out}`` stand for the source file and the compiled artefact in the run's work dir; their first
+``{out}`` stand for the source file and the compiled artefact in the run's work dir (and
+``{gostd}`` and a language's ``vars`` for what its toolchain's own commands print); their first
 word is looked up on ``PATH``.
 
 ``discover(name)`` says what this machine has: the toolchain's binaries, its version, or what is
-missing and which package brings it. ``RUNNABLE`` names the languages a ``Sandbox`` runs (Python,
-and the interpreted ones whose interpreter the jail shows: ``run_command``; the compiled ones wait
-for the compile phase); ``toolchains()`` reports every language's toolchain, found or missing,
-whether or not the sandbox runs it yet.
+missing and which package brings it; ``discover_cached(name)`` what a run gets (the jail's PATH,
+and the toolchains of the virtual environment the jail shows: ``toolchain_paths``). ``RUNNABLE``
+names the languages a ``Sandbox`` runs: all of them; ``run_command`` and ``compile_command`` are
+what the run and the compile phase (``sandbox._compile``) execute in the jail. ``toolchains()``
+reports every language's toolchain, found or missing.
 """
 
 from __future__ import annotations
@@ -397,5 +399,6 @@ def _version(lang: Language, binaries: dict[str, str]) -> tuple[str | None, str]
 
 
 def toolchains(*, path: str | None = None) -> list[Toolchain]:
-    """``discover`` for every language, in the table's order."""
-    return [discover(name, path=path) for name in LANGUAGES]
+    """``discover`` for every language, in the table's order: by default what a run gets
+    (``discover_cached``: the jail's PATH; a toolchain elsewhere on yours is not the one that runs)."""
+    return [discover(name, path=path) if path is not None else discover_cached(name) for name in LANGUAGES]
