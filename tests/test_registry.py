@@ -21,7 +21,7 @@ from registry.comparators import stdout_equal, values_equal
 
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(registry) if not n.startswith("_")}
-    modules = {"builtin_source", "builtin_source_2", "builtin_source_3", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate", "synthetic", "sampling", "timing", "trivial", "phases", "budget"}
+    modules = {"builtin_source", "builtin_source_2", "builtin_source_3", "builtin_solutions", "comparators", "errors", "loaders", "schema", "verify", "build_builtin", "humaneval", "validate", "synthetic", "sampling", "timing", "trivial", "phases", "budget"}
     assert set(registry.__all__) == public - modules
 
 
