@@ -482,7 +482,7 @@ class NsjailBackend:
 
     def _command(self, slot: _Slot, limits: Limits, run_cgroup: str | None, born_in_cgroup: bool, log_fd: int,
                  code_fd: int, fds: tuple[int, int, int], command: tuple[str, ...] | None = None,
-                 collect: tuple[str, int] | None = None) -> list[str]:  # fmt: skip
+                 collect: tuple[str, int] | None = None, hide: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
         cpu = math.ceil(limits.effective_cpu_time_s) + 1
         env = _child.child_environment("/sandbox")
         fixed = dict(_child.FIXED_RLIMITS)
@@ -517,6 +517,8 @@ class NsjailBackend:
             "--pass_fd", str(code_fd),
             "--pass_fd", str(fds[0]), "--pass_fd", str(fds[1]), "--pass_fd", str(fds[2]),
         ]  # fmt: skip
+        for d in hide:  # a toolchain's tree this run must not see (sandbox.languages.hidden_paths): an empty dir
+            cmd += ["-m", f"none:{d}:tmpfs:size=4096,nr_inodes=2,mode=0555"]
         if run_cgroup is not None and not born_in_cgroup:
             # nsjail puts the jail in a fresh cgroup of its own inside ours; ours holds the limit
             # (nsjail's is higher, so never the one hit) and outlives nsjail's, for its counters
@@ -533,7 +535,8 @@ class NsjailBackend:
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, command: tuple[str, ...] | None = None,
-            files: bytes | None = None, collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
+            files: bytes | None = None, collect: tuple[str, int] | None = None,
+            hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
         """Run one program. Never raises for a bad request or a failure of the machinery: the answer
         is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind.
         ``command``, ``files``, ``collect``: another language's run (``ProcessBackend.run``)."""
@@ -547,7 +550,7 @@ class NsjailBackend:
             return self._failure(f"code and stdin must be str ({exc})", trace_id)
         slot = self._slots.get()
         try:
-            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect)
+            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect, hide)
         except Exception as exc:
             return self._failure(f"{type(exc).__name__}: {exc}", trace_id)
         finally:
@@ -557,7 +560,8 @@ class NsjailBackend:
         return ExecutionResult.infrastructure_failure(f"nsjail backend: {why}", trace_id=trace_id, backend=self.name)
 
     def _run(self, slot: _Slot, code: bytes, stdin: bytes, limits: Limits, trace_id: str | None,
-             command: tuple[str, ...] | None = None, collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
+             command: tuple[str, ...] | None = None, collect: tuple[str, int] | None = None,
+             hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
         owned: dict[int, int] = {}  # fd -> inode: every fd this run opened and still has to close
         proc: subprocess.Popen[bytes] | None = None
         run_cgroup: str | None = None
@@ -597,7 +601,7 @@ class NsjailBackend:
             }
             fds = (out_w, err_w, st_w)
             proc, run_cgroup = slot.launch(
-                lambda cgroup, born: self._command(slot, limits, cgroup, born, log_fd, code_fd, fds, command, collect),
+                lambda cgroup, born: self._command(slot, limits, cgroup, born, log_fd, code_fd, fds, command, collect, hide),
                 popen_kwargs,
                 limit_bytes,
             )

@@ -396,7 +396,7 @@ class ProcessBackend:
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
             queue_deadline: float | None = None, command: tuple[str, ...] | None = None, files: bytes | None = None,
-            collect: tuple[str, int] | None = None) -> ExecutionResult:  # fmt: skip
+            collect: tuple[str, int] | None = None, hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
         as it has answered, without waiting for this process. A worker that dies or hangs
@@ -405,10 +405,12 @@ class ProcessBackend:
         again. ``command``: another language's (``sandbox.languages.run_command``), which the run's
         process executes in place of Python. ``files``: a compiled program's (``_child.pack_files``),
         in place of ``code``. ``collect``: a compile (a directory of the work dir and a byte budget):
-        its files come back as the result's ``artefacts``."""
+        its files come back as the result's ``artefacts``. ``hide``: directories of the jail the run
+        must not see (``sandbox.languages.hidden_paths``), after an empty word of the command."""
         wire = _wire_limits(limits) if collect is None else {**_wire_limits(limits), "collect": list(collect)}
         request: dict[str, Any] = {"op": "run", "code": code, "stdin": stdin, "limits": wire, "trace_id": trace_id,
-                                   "not_after": queue_deadline, **({"command": list(command)} if command else {})}  # fmt: skip
+                                   "not_after": queue_deadline,
+                                   **({"command": [*command, *(["", *hide] if hide else [])]} if command else {})}  # fmt: skip
         if files is not None:
             request["files"] = base64.b64encode(files).decode("ascii")
         submitted = time.monotonic() if submitted is None else submitted

@@ -227,9 +227,9 @@ class Sandbox:
             extra: dict[str, Any] = {}
             compiled: tuple[Compiled, bool] | None = None
             if language != "python":
-                from .languages import LANGUAGES, run_command
+                from .languages import LANGUAGES, hidden_paths, run_command
 
-                extra["command"] = run_command(language)
+                extra["command"], extra["hide"] = run_command(language), hidden_paths(language, "run")
                 if LANGUAGES[language].compiled:
                     compiled = self._compile(code, language, lim, tid, queued)
                     if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
@@ -257,13 +257,13 @@ class Sandbox:
 
     def _compile(self, code: str, language: str, lim: Limits, tid: str, queued: dict[str, Any]) -> tuple[Compiled, bool]:
         """The compile phase of ``code`` (``sandbox._compile``): from the compile cache, or run now."""
-        from .languages import OUTPUT_DIR, compile_command, toolchain_id
+        from .languages import OUTPUT_DIR, compile_command, hidden_paths, toolchain_id
 
         def run_compiler() -> Compiled:
             clim = compile_limits(lim)
             backend = self._live()
             r = backend.run(code, "", clim, tid + "/compile", command=compile_command(language),  # type: ignore[call-arg]
-                            collect=(OUTPUT_DIR, ARTEFACT_BYTES), **queued)  # fmt: skip
+                            collect=(OUTPUT_DIR, ARTEFACT_BYTES), hide=hidden_paths(language, "compile"), **queued)  # fmt: skip
             return Compiled.from_run(r, lim)
 
         return self.compiles.get(compile_key(toolchain_id(language), code), run_compiler)

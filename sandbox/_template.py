@@ -315,6 +315,11 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
         source = _read_exact(4, n)
         command = _read_exact(4, m).split(b"\0") if m else None
         os.close(4)
+        if command is not None and b"" in command:  # the jail's directories this run must not see
+            cut = command.index(b"")
+            command, hidden = command[:cut], command[cut + 1 :]
+            for d in hidden if not t.weak else ():  # (weak mode has no mount namespace: no jail to trim)
+                _linux.mount("tmpfs", d.decode(), "tmpfs", HIDE_FLAGS, "size=4k,nr_inodes=2,mode=0555")
         if command and command[0] == FILES:  # a compiled program: its files (``_child.pack_files``)
             _child.write_files(source, workdir)
         else:
@@ -490,6 +495,8 @@ SLOT_PROCESSES = 8
 # then the argv whose first word is an absolute path: ``sandbox.languages``)
 PROGRAM_HEADER = struct.Struct("<III")
 FILES = b"*"  # the command's first word when the source is a compiled program's files
+# an empty, read-only directory over a toolchain's tree that the run must not see (sandbox.languages.hidden_paths)
+HIDE_FLAGS = _linux.MS_RDONLY | _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC
 SLEEPER_STACK_BYTES = 4096  # pause(2) through libc's syscall(): a few words
 
 

@@ -157,6 +157,59 @@ OUTPUT_DIR = "out"  # a compile's artefacts: every file under it (``Language.out
 FILES = "*"  # a run command's first word when the run's files are a compile's artefacts
 
 
+# Each toolchain's own trees of the jail's view (what it alone needs; their binaries in /usr/bin
+# stay, and do nothing without them): a run of another language than Python (which may exec)
+# sees those of its own toolchain, for its phase, and none of the others' (``hidden_paths``). A
+# Python run keeps the whole view: its filter refuses exec.
+TOOLCHAIN_TREES: dict[str, tuple[str, ...]] = {
+    "gcc": ("/usr/lib/gcc", "/usr/libexec/gcc", "/usr/include"),  # cc1, cc1plus, collect2, crt*.o, headers
+    "rustlib": ("/usr/lib/rustlib",),
+    "jvm": ("/usr/lib/jvm",),  # and the JVM's /etc configuration (``_paths.toolchain_etc_dirs``)
+    "go": ("{gotool}", "{gostd}"),
+}  # (esbuild, TypeScript's one static binary, stays in every view of a run that may exec)
+# What each language's compile phase and run need of those trees.
+NEEDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "c": (frozenset({"gcc"}), frozenset()),
+    "cpp": (frozenset({"gcc"}), frozenset()),
+    "rust": (frozenset({"rustlib", "gcc"}), frozenset()),  # rustc links with gcc
+    "go": (frozenset({"go"}), frozenset()),
+    "java": (frozenset({"jvm"}), frozenset({"jvm"})),
+    "javascript": (frozenset(), frozenset()),
+    "typescript": (frozenset(), frozenset()),
+    "bash": (frozenset(), frozenset()),
+}
+
+
+def hidden_paths(name: str, phase: str = "run") -> tuple[str, ...]:
+    """The directories a ``name`` program's ``phase`` ("compile" or "run") must not see: every
+    toolchain tree it does not need, as the jail shows them (real paths that exist here). Each
+    is covered with an empty, read-only directory in the run's own mount namespace."""
+    return _hidden(resolve(name).name, phase)
+
+
+@functools.cache
+def _hidden(name: str, phase: str) -> tuple[str, ...]:
+    from ._paths import toolchain_etc_dirs
+
+    if name == "python":
+        return ()
+    needed = NEEDS[name][0 if phase == "compile" else 1]
+    values: dict[str, str] = {}
+    if (go := discover_cached("go")).found:
+        values.update(go.vars)
+    out: list[str] = []
+    for tree, paths in TOOLCHAIN_TREES.items():
+        if tree in needed:
+            continue
+        for p in [*paths, *(toolchain_etc_dirs() if tree == "jvm" else ())]:
+            if "{" in substitute(p, values):
+                continue  # a toolchain this machine lacks: nothing of it to hide
+            real = os.path.realpath(substitute(p, values))
+            if os.path.isdir(real):
+                out.append(real)
+    return tuple(sorted(set(out)))
+
+
 def run_command(name: str) -> tuple[str, ...]:
     """What a run of a ``name`` program (not Python) executes in the jail: the source file's
     name (``FILES`` for a compiled language: the run gets the compile's artefacts), then the argv,

@@ -8,6 +8,7 @@ compile time too. As a normal user too (``test_unprivileged``)."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -244,3 +245,34 @@ def test_the_parents_secret_and_the_hosts_files_are_not_reachable(sb: Sandbox, l
     assert lines[str(REPO / "tests" / "conftest.py")].startswith("refused") and lines["/etc/shadow"].startswith("refused")
     listed = lines[str(REPO)].split() if lines[str(REPO)].startswith("read") else []
     assert not {"tests", "registry", "sandbox", "code_env", "README.md"} & set(listed), res.stdout
+
+
+# Each toolchain's own trees (sandbox.languages.TOOLCHAIN_TREES), as a run of each kind sees them:
+# (entries of /usr/lib/jvm, of /usr/lib/gcc, of /usr/include), -1 where the directory is not there.
+TREES = ("/usr/lib/jvm", "/usr/lib/gcc", "/usr/include")
+COUNT_BASH = "for d in " + " ".join(TREES) + ' ; do n=0; for f in "$d"/*; do [ -e "$f" ] && n=$((n+1)); done; echo "$d $n"; done\n'
+COUNT_JAVA = ("import java.io.File;\npublic class Main { public static void main(String[] a) { for (String d : new String[]{"
+              + ", ".join(f'"{t}"' for t in TREES) + '}) { String[] l = new File(d).list(); System.out.println(d + " " + '
+              "(l == null ? -1 : l.length)); } } }\n")  # fmt: skip
+COUNT_PYTHON = "import os\nfor d in " + repr(TREES) + ":\n    print(d, len(os.listdir(d)) if os.path.isdir(d) else -1)\n"
+
+
+def host_count(d: str) -> int:
+    return len(os.listdir(d)) if os.path.isdir(d) else -1
+
+
+@pytest.mark.skipif(not (have("java") and have("bash") and have("c")), reason="needs Java, Bash and C")
+def test_a_run_that_may_exec_sees_its_own_toolchain_and_not_the_others(sb: Sandbox) -> None:
+    host = {d: host_count(d) for d in TREES}
+    assert host["/usr/lib/jvm"] > 0 and host["/usr/lib/gcc"] > 0
+    seen = {lang: dict((line.rsplit(" ", 1)[0], int(line.rsplit(" ", 1)[1])) for line in run(sb, lang, code).stdout.splitlines())
+            for lang, code in (("bash", COUNT_BASH), ("java", COUNT_JAVA), ("python", COUNT_PYTHON))}  # fmt: skip
+    # Bash needs no tree; Java its JVM alone; a Python run (its filter refuses exec) the whole view
+    assert seen["bash"] == dict.fromkeys(TREES, 0), seen
+    assert seen["java"] == {"/usr/lib/jvm": host["/usr/lib/jvm"], "/usr/lib/gcc": 0, "/usr/include": 0}, seen
+    assert seen["python"] == host, seen
+    # a C compile sees gcc's trees and not the JVM's: an #include of a JVM file finds nothing
+    jvm_file = next(os.path.join(r, f) for r, _, fs in os.walk("/usr/lib/jvm") for f in fs if f == "release")
+    res = run(sb, "c", f'#include "{jvm_file}"\nint main(void) {{ return 0; }}\n')
+    assert res.compile_status == "error" and "No such file or directory" in res.compile_stderr, res.compile_stderr
+    assert run(sb, "c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); }\n").stdout == "ok\n"
