@@ -422,7 +422,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             self.tasks = [t for t in self.tasks if t.kind == "stdio"]
             if not self.tasks:
                 raise ValueError(f"task set {name!r} has no stdio task: a {self.config.language} program answers "
-                                 f"stdio tasks only (function tasks take {' and '.join(FUNCTION_DRIVERS)})")  # fmt: skip
+                                 f"stdio tasks only (function tasks take {', '.join(FUNCTION_DRIVERS)})")  # fmt: skip
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(self.config.backend, executor)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None

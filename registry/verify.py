@@ -254,16 +254,16 @@ register_program(DRIVER)  # compiled once per worker, not in every run (sandbox.
 # and process.stdout go to stderr), ``HIDDEN_MARK`` on stderr before the first hidden test. The
 # candidate runs as a script of this context (``vm``): its top-level functions and bindings are
 # the entry point's candidates, the driver's own (the nonce, the channel) live in a closure it
-# cannot reach. A value is what JSON.stringify makes of it (undefined: null; a Set: its sorted
+# cannot reach (what it can reach, ``__code_env_driver``, runs the tests once, on the function
+# its caller gives, and emits only what the tests return). A value is what JSON.stringify makes of it (undefined: null; a Set: its sorted
 # elements); a thrown value is the test's error; a parse error of the program, its syntax error.
-JS_DRIVER = r"""
-'use strict';
-(() => {
-  const fs = require('fs'), vm = require('vm'), util = require('util');
+_JS_HARNESS = r"""
+const __code_env_driver = (() => {
+  const fs = require('fs'), util = require('util');
   const writeSync = fs.writeSync, stringify = JSON.stringify, hrtime = process.hrtime.bigint;
   const exit = (process.reallyExit || process.exit).bind(process), from = Array.from, bytes = Buffer.from;
   const pause = new Int32Array(new SharedArrayBuffer(4));
-  // all of it, whatever the descriptor's mode (Node makes its pipes non-blocking): true when written
+  /* all of it, whatever the descriptor's mode (Node makes its pipes non-blocking): true when written */
   const writeAll = (fd, text) => {
     const buf = bytes(text);
     for (let off = 0; off < buf.length;) {
@@ -276,6 +276,7 @@ JS_DRIVER = r"""
   };
   const spec = JSON.parse(fs.readFileSync(0, 'utf8'));
   const tag = spec.nonce + ' ';
+  delete spec.nonce;
   const stderr = (text) => { writeAll(2, text); };
   for (const name of ['log', 'info', 'debug']) console[name] = (...a) => stderr(util.format(...a) + '\n');
   process.stdout.write = (chunk) => { stderr(typeof chunk === 'string' ? chunk : String(chunk)); return true; };
@@ -291,57 +292,73 @@ JS_DRIVER = r"""
   };
   const seconds = (t) => Number(hrtime() - t) / 1e9;
   const { code, entry_point: entry, cases, start, hidden_from: hiddenFrom } = spec;
-  delete spec.nonce;
   if (hiddenFrom !== null && hiddenFrom <= start) stderr(HIDDEN_MARK);
-  try { fs.writeFileSync('candidate.js', code); } catch (e) { /* its lines are for stack traces only */ }
-  let fn;
-  try {
-    vm.runInThisContext(code, { filename: 'candidate.js' });
-    fn = vm.runInThisContext('typeof ' + entry + " === 'function' ? " + entry + ' : undefined');
-  } catch (e) {
-    emit({ k: 'load_error', error: name(e), message: message(e), traceback: trace(e) });
-    exit(0);
-  }
-  if (typeof fn !== 'function') {
-    emit({ k: 'no_entry_point', reason: 'the program defines no function ' + stringify(entry) });
-    exit(0);
-  }
-  emit({ k: 'loaded' });
-  cases.forEach((c, k) => {
-    if (start + k === hiddenFrom) stderr(HIDDEN_MARK);
-    const t = hrtime();
-    let r;
+  let used = false;
+  return (load) => {
+    if (used) return;
+    used = true;
+    let fn;
     try {
-      if (Object.keys(c.kwargs).length) throw new TypeError('keyword arguments: a JavaScript function takes none');
-      r = fn(...c.args);
+      fn = load(entry, code);
     } catch (e) {
-      emit({ k: 'error', i: start + k, error: name(e), message: message(e), traceback: trace(e), s: seconds(t) });
-      return;
+      emit({ k: 'load_error', error: name(e), message: message(e), traceback: trace(e) });
+      exit(0);
     }
-    const s = seconds(t);
-    let v;
-    try {
-      if (r instanceof Promise) throw new TypeError('the function returned a Promise, not a value');
-      v = stringify(r === undefined ? null : r, plain);
-    } catch (e) {
-      emit({ k: 'error', i: start + k, error: 'TypeError', message: 'the return value is not JSON data: ' + message(e),
-             traceback: null, s });
-      return;
+    if (typeof fn !== 'function') {
+      emit({ k: 'no_entry_point', reason: 'the program defines no function ' + stringify(entry) });
+      exit(0);
     }
-    if (v.length > MAX_VALUE_CHARS) {
-      emit({ k: 'error', i: start + k, error: 'RangeError', message: 'the return value is ' + v.length +
-             ' characters of JSON, over the limit of MAX_VALUE_CHARS', traceback: null, s });
-    } else {
-      emit({ k: 'result', i: start + k, value: v, s });
-    }
-  });
-  emit({ k: 'end', n: cases.length });
-  exit(0);
+    emit({ k: 'loaded' });
+    cases.forEach((c, k) => {
+      if (start + k === hiddenFrom) stderr(HIDDEN_MARK);
+      const t = hrtime();
+      let r;
+      try {
+        if (Object.keys(c.kwargs).length) throw new TypeError('keyword arguments: a JavaScript function takes none');
+        r = fn(...c.args);
+      } catch (e) {
+        emit({ k: 'error', i: start + k, error: name(e), message: message(e), traceback: trace(e), s: seconds(t) });
+        return;
+      }
+      const s = seconds(t);
+      let v;
+      try {
+        if (r instanceof Promise) throw new TypeError('the function returned a Promise, not a value');
+        v = stringify(r === undefined ? null : r, plain);
+      } catch (e) {
+        emit({ k: 'error', i: start + k, error: 'TypeError', message: 'the return value is not JSON data: ' + message(e),
+               traceback: null, s });
+        return;
+      }
+      if (v.length > MAX_VALUE_CHARS) {
+        emit({ k: 'error', i: start + k, error: 'RangeError', message: 'the return value is ' + v.length +
+               ' characters of JSON, over the limit of MAX_VALUE_CHARS', traceback: null, s });
+      } else {
+        emit({ k: 'result', i: start + k, value: v, s });
+      }
+    });
+    emit({ k: 'end', n: cases.length });
+    exit(0);
+  };
 })();
 """.replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS)).replace("CHANNEL_LOST", str(CHANNEL_LOST)).replace(
-    "HIDDEN_MARK", json.dumps(HIDDEN_MARK))
+    "HIDDEN_MARK", json.dumps(HIDDEN_MARK)).strip()
+JS_DRIVER = _JS_HARNESS + r"""
+__code_env_driver((entry, code) => {
+  const vm = require('vm'), fs = require('fs');
+  try { fs.writeFileSync('candidate.js', code); } catch (e) { /* its lines are for stack traces only */ }
+  vm.runInThisContext(code, { filename: 'candidate.js' });
+  return vm.runInThisContext('typeof ' + entry + " === 'function' ? " + entry + ' : undefined');
+});
+"""
+# TypeScript: the program is compiled (``sandbox._compile``), so the driver goes into its source:
+# the harness first, on the program's first line (so that the compiler's line numbers are the
+# program's own), then the program, then the call, which finds the entry point among the module's
+# bindings. The spec on stdin carries no code; the harness reads it before the program runs.
+TS_PREFIX = " ".join(line.strip() for line in _JS_HARNESS.splitlines()) + " "
+TS_SUFFIX = "\n;__code_env_driver((entry: string) => eval('typeof ' + entry + \" === 'function' ? \" + entry + ' : undefined'));\n"
 # The languages whose programs answer function tasks: a driver of their own speaks the protocol above.
-FUNCTION_DRIVERS = {"python": DRIVER, "javascript": JS_DRIVER}
+FUNCTION_DRIVERS = {"python": DRIVER, "javascript": JS_DRIVER, "typescript": TS_SUFFIX}
 
 SYNTAX_CHECK = r'''
 import sys
@@ -542,8 +559,9 @@ class _Done:
 
 def function_task_refusal(problem_id: str, language: str) -> str:
     """Why a ``language`` program cannot answer a function task."""
+    *rest, last = FUNCTION_DRIVERS
     return (f"{problem_id}: a function task's tests call the program's function through a driver, which exists for "
-            f"{' and '.join(FUNCTION_DRIVERS)}; a {language} program can answer stdio tasks")
+            f"{', '.join(rest)} and {last}; a {language} program can answer stdio tasks")
 
 
 def _plan(job: Job) -> _Plan:
@@ -849,7 +867,8 @@ class _FunctionPlan:
             return []
         self.want = False
         self.nonce = secrets.token_hex(16)
-        spec = json.dumps({"nonce": self.nonce, "code": self.code, "entry_point": self.task.entry_point, "start": self.next,
+        compiled = self.language == "typescript"  # the driver is in the program's source (TS_PREFIX)
+        spec = json.dumps({"nonce": self.nonce, "code": "" if compiled else self.code, "entry_point": self.task.entry_point, "start": self.next,
                            "hidden_from": self.shown if self.joint else None,
                            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
         tid = None if self.trace_id is None else self.trace_id + (f"/from/{self.next}" if self.next else "")
@@ -866,7 +885,8 @@ class _FunctionPlan:
         self.parse_left = int(PARSE_NODES_PER_S * limits.timeout_s)  # this run's returned values, at most
         self.parse_chars_left = int(PARSE_CHARS_PER_S * limits.timeout_s)
         self.budget_s = limits.timeout_s
-        return [RunRequest(code=FUNCTION_DRIVERS[self.language], stdin=spec, limits=limits, trace_id=tid, language=self.language)]
+        program = TS_PREFIX + self.code + TS_SUFFIX if compiled else FUNCTION_DRIVERS[self.language]
+        return [RunRequest(code=program, stdin=spec, limits=limits, trace_id=tid, language=self.language)]
 
     def feed(self, results: list[ExecutionResult]) -> None:
         (res,) = results
@@ -875,6 +895,9 @@ class _FunctionPlan:
         v.program_runs += 1
         if res.sandbox_error:
             v.sandbox_error = res.sandbox_error
+            return
+        if res.compile_failed:  # a compiled language's (TypeScript's): the program's syntax error
+            v.syntax_error = _short(res.compile_stderr.strip() or res.compile_stdout.strip()) or "the program does not compile"
             return
         _charge(v, self.grade_budget, res, self.budget_s)
         start, n = self.next, len(self.cases)

@@ -64,7 +64,7 @@ def test_a_cpp_program_gets_the_reward_ladder_and_compiles_once(sb: Sandbox) -> 
 def test_a_function_task_refuses_another_language_before_anything_runs(sb: Sandbox) -> None:
     task = registry.resolve("builtin/sum-of-evens")
     with pytest.raises(LanguageUnavailableError, match="builtin/sum-of-evens: a function task's tests call the program's "
-                       "function through a driver, which exists for python and javascript; a cpp program can answer stdio"):
+                       "function through a driver, which exists for python, javascript and typescript; a cpp program can answer stdio"):
         grade_many([(FIZZ, FIZZ_CPP), (task, "int main() {}")], sandbox=sb, language="cpp")
     with pytest.raises(ValueError, match="unknown language 'cobol'"):
         grade(FIZZ, "x", sandbox=sb, language="cobol")
@@ -123,7 +123,8 @@ EVENS = registry.resolve("builtin/sum-of-evens")
 EVENS_JS = "function sum_of_evens(nums) { return nums.filter((n) => n % 2 === 0).reduce((a, b) => a + b, 0); }\n"
 
 
-@pytest.mark.skipif(not discover_cached("javascript").found, reason="no Node.js")
+@pytest.mark.parametrize("language", [pytest.param(n, marks=pytest.mark.skipif(not discover_cached(n).found, reason=f"no {n}"))
+                                      for n in ("javascript", "typescript")])  # fmt: skip
 @pytest.mark.parametrize(("code", "tier", "reward"), [
     pytest.param(EVENS_JS, "all_tests", 1.0, id="right"),
     pytest.param("const sum_of_evens = (nums) => { console.log('seen', nums); process.stdout.write('more'); return "
@@ -132,18 +133,20 @@ EVENS_JS = "function sum_of_evens(nums) { return nums.filter((n) => n % 2 === 0)
     pytest.param("function sum_of_evens(nums) { return ; ]\n", "syntax_error", -1.0, id="syntax-error"),
     pytest.param("function other() { return 1; }\n", "no_attempt", -0.5, id="no-entry-point"),
     # the channel is the driver's: a line without its nonce is tampering, never an answer
-    pytest.param("require('fs').writeSync(1, 'x {\"k\":\"loaded\"}\\n');\n" + EVENS_JS, "no_attempt", -0.5, id="forged-line"),
+    pytest.param("require('fs').writeSync(1, 'x {\"k\":\"loaded\"}\\n');\n" + EVENS_JS, "tampered|no_attempt", -0.5, id="forged-line"),
 ])  # fmt: skip
-def test_a_javascript_program_answers_function_tasks_through_its_driver(sb: Sandbox, code: str, tier: str,
+def test_a_javascript_program_answers_function_tasks_through_its_driver(sb: Sandbox, language: str, code: str, tier: str,
                                                                          reward: float | None) -> None:  # fmt: skip
-    g = grade(EVENS, code, sandbox=sb, language="javascript")
-    assert g.breakdown.tier == tier, (g.breakdown, g.run)
+    # (TypeScript: the driver goes into the program's source, which is compiled; a parse error is a compile error)
+    g = grade(EVENS, code, sandbox=sb, language=language)
+    assert g.breakdown.tier in tier.split("|"), (g.breakdown, g.run)
     if reward is not None:
         assert g.reward == reward
     if tier == "all_tests" and "seen" in code:  # what it printed is on stderr, for the public tests only
         assert g.run is not None and "seen" in g.run.stderr and "more" in g.run.stderr
     if tier == "syntax_error":
-        assert g.run is not None and "SyntaxError" in (g.breakdown.explanation or "") + g.run.stderr + str(g.feedback)
+        said = (g.breakdown.explanation or "") + (g.run.stderr if g.run else "") + str(g.feedback)
+        assert ("SyntaxError" if language == "javascript" else "main.ts:1:") in said, said
 
 
 @pytest.mark.skipif(not discover_cached("javascript").found, reason="no Node.js")
