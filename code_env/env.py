@@ -225,9 +225,12 @@ def task_prompt(task: Task, language: str = "python") -> str:
     if language != "python":
         lang = resolve_language(language)
         if task.kind == "function":
+            types = (" Its parameter and return types convert from and to JSON: numbers, bool, char, std::string, "
+                     "std::vector, std::array, std::set, std::map (string or integer keys), std::pair, std::tuple, "
+                     "std::optional; code_env::Json holds any value. No main is needed.") if lang.name == "cpp" else ""  # fmt: skip
             return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a function `{task.entry_point}`, defined "
                          "at the top level, called with the arguments as JSON data (lists are arrays, dicts objects) "
-                         "and returning a value that JSON can hold.")  # fmt: skip
+                         f"and returning a value that JSON can hold.{types}")  # fmt: skip
         main = " Its class must be `public class Main`." if lang.name == "java" else ""
         return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a complete program that reads standard "
                      f"input and writes standard output.{main}")  # fmt: skip

@@ -1,6 +1,6 @@
 """Write ``registry/data/builtin.jsonl`` from ``registry/builtin_source.py``: each reference
 solution runs (in this trusted process: it is our own code) on its inputs, and its outputs become
-the expected values; each stdio task takes its solutions in C++, Java and Rust from
+the expected values; each stdio task takes its solutions in C++, Java and Rust, some function tasks theirs in C++, from
 ``registry/builtin_solutions.py`` (``code-env tasks validate`` runs them against those values).
 ``python -m registry.build_builtin``; ``--check`` fails if the file is stale."""
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .builtin_solutions import SOLUTIONS
+from .builtin_solutions import FUNCTION_SOLUTIONS, SOLUTIONS
 from .builtin_source import TASKS
 from .schema import Comparator, Task, TestCase
 
@@ -59,7 +59,7 @@ def build() -> list[Task]:
                 difficulty=ref["difficulty"],
                 tags=ref["tags"],
                 source="code-env builtin",
-                solutions=SOLUTIONS.get(ref["id"], {}),
+                solutions={**SOLUTIONS.get(ref["id"], {}), **FUNCTION_SOLUTIONS.get(ref["id"], {})},
             )
         )
     return tasks

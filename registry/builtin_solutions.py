@@ -2133,3 +2133,236 @@ fn main() {
 """,
     },
 }
+
+# Function tasks in C++: the driver (registry/drivers/cpp_driver.hpp) calls the function with the
+# tests' arguments converted from JSON to its parameter types, and writes its value back as JSON.
+FUNCTION_SOLUTIONS: dict[str, dict[str, str]] = {
+    "builtin/sum-of-evens": {
+        "cpp": r"""#include <vector>
+
+long long sum_of_evens(const std::vector<long long>& nums) {
+    long long total = 0;
+    for (long long n : nums) {
+        if (n % 2 == 0) total += n;
+    }
+    return total;
+}
+""",
+    },
+    "builtin/reverse-words": {
+        "cpp": r"""#include <sstream>
+#include <string>
+#include <vector>
+
+std::string reverse_words(const std::string& s) {
+    std::istringstream in(s);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    std::string out;
+    for (auto it = words.rbegin(); it != words.rend(); ++it) {
+        if (!out.empty()) out += ' ';
+        out += *it;
+    }
+    return out;
+}
+""",
+    },
+    "builtin/is-palindrome": {
+        "cpp": r"""#include <cctype>
+#include <string>
+
+bool is_palindrome(const std::string& s) {
+    std::string t;
+    for (unsigned char c : s) {
+        if (std::isalnum(c)) t += char(std::tolower(c));
+    }
+    return std::string(t.rbegin(), t.rend()) == t;
+}
+""",
+    },
+    "builtin/two-sum-indices": {
+        "cpp": r"""#include <unordered_map>
+#include <vector>
+
+std::vector<int> two_sum(const std::vector<long long>& nums, long long target) {
+    std::unordered_map<long long, int> seen;
+    for (int j = 0; j < (int)nums.size(); ++j) {
+        auto it = seen.find(target - nums[j]);
+        if (it != seen.end()) return {it->second, j};
+        seen.emplace(nums[j], j);
+    }
+    return {};
+}
+""",
+    },
+    "builtin/merge-intervals": {
+        "cpp": r"""#include <algorithm>
+#include <vector>
+
+std::vector<std::vector<long long>> merge(std::vector<std::vector<long long>> intervals) {
+    std::sort(intervals.begin(), intervals.end());
+    std::vector<std::vector<long long>> out;
+    for (const auto& iv : intervals) {
+        if (!out.empty() && iv[0] <= out.back()[1]) {
+            out.back()[1] = std::max(out.back()[1], iv[1]);
+        } else {
+            out.push_back({iv[0], iv[1]});
+        }
+    }
+    return out;
+}
+""",
+    },
+    "builtin/mean-and-stdev": {
+        "cpp": r"""#include <cmath>
+#include <vector>
+
+std::vector<double> mean_stdev(const std::vector<double>& xs) {
+    double sum = 0;
+    for (double x : xs) sum += x;
+    double m = sum / xs.size();
+    double sq = 0;
+    for (double x : xs) sq += (x - m) * (x - m);
+    return {m, std::sqrt(sq / xs.size())};
+}
+""",
+    },
+    "builtin/topological-order": {
+        "cpp": r"""#include <functional>
+#include <queue>
+#include <vector>
+
+std::vector<int> topo_order(int n, const std::vector<std::pair<int, int>>& edges) {
+    std::vector<int> indeg(n, 0);
+    std::vector<std::vector<int>> adj(n);
+    for (auto [u, v] : edges) {
+        adj[u].push_back(v);
+        ++indeg[v];
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < n; ++i) {
+        if (indeg[i] == 0) ready.push(i);
+    }
+    std::vector<int> out;
+    while (!ready.empty()) {
+        int u = ready.top();
+        ready.pop();
+        out.push_back(u);
+        for (int v : adj[u]) {
+            if (--indeg[v] == 0) ready.push(v);
+        }
+    }
+    if ((int)out.size() != n) return {};
+    return out;
+}
+""",
+    },
+    "builtin/anagram-groups": {
+        "cpp": r"""#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+std::vector<std::vector<std::string>> anagram_groups(const std::vector<std::string>& words) {
+    std::map<std::string, std::vector<std::string>> groups;
+    for (const auto& w : words) {
+        std::string key = w;
+        std::sort(key.begin(), key.end());
+        groups[key].push_back(w);
+    }
+    std::vector<std::vector<std::string>> out;
+    for (auto& kv : groups) {
+        std::sort(kv.second.begin(), kv.second.end());
+        out.push_back(kv.second);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+""",
+    },
+    "builtin/valid-ipv4": {
+        "cpp": r"""#include <string>
+
+long long ipv4_to_int(const std::string& s) {
+    long long value = 0;
+    int fields = 0;
+    size_t i = 0;
+    while (true) {
+        size_t j = s.find('.', i);
+        std::string p = s.substr(i, j == std::string::npos ? std::string::npos : j - i);
+        if (p.empty() || p.size() > 3) return -1;
+        for (char c : p) {
+            if (c < '0' || c > '9') return -1;
+        }
+        if (p[0] == '0' && p.size() > 1) return -1;
+        int v = std::stoi(p);
+        if (v > 255) return -1;
+        value = value * 256 + v;
+        ++fields;
+        if (j == std::string::npos) break;
+        i = j + 1;
+    }
+    return fields == 4 ? value : -1;
+}
+""",
+    },
+    "builtin/flatten-nested": {
+        # a list of integers and lists, nested at will: no C++ type says that; code_env::Json does
+        "cpp": r"""#include <vector>
+
+void collect(const code_env::Json& x, std::vector<long long>& out) {
+    for (const auto& item : x.items) {
+        if (item.kind == code_env::Json::Array) {
+            collect(item, out);
+        } else {
+            out.push_back(std::stoll(item.text));
+        }
+    }
+}
+
+std::vector<long long> flatten(const code_env::Json& x) {
+    std::vector<long long> out;
+    collect(x, out);
+    return out;
+}
+""",
+    },
+    "builtin/edit-distance": {
+        "cpp": r"""#include <algorithm>
+#include <string>
+#include <vector>
+
+int edit_distance(const std::string& a, const std::string& b) {
+    std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = (int)j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+""",
+    },
+    "builtin/int-to-roman": {
+        "cpp": r"""#include <string>
+#include <utility>
+
+std::string to_roman(int n) {
+    static const std::pair<int, const char*> table[] = {
+        {1000, "M"}, {900, "CM"}, {500, "D"}, {400, "CD"}, {100, "C"}, {90, "XC"}, {50, "L"},
+        {40, "XL"}, {10, "X"}, {9, "IX"}, {5, "V"}, {4, "IV"}, {1, "I"}};
+    std::string out;
+    for (const auto& [v, s] : table) {
+        while (n >= v) {
+            out += s;
+            n -= v;
+        }
+    }
+    return out;
+}
+""",
+    },
+}

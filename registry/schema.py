@@ -21,6 +21,10 @@ from pydantic import (
 
 from .errors import TaskFileError
 
+# The languages whose programs answer function tasks (``registry.verify.FUNCTION_DRIVERS``: a
+# driver of each calls the program's function with the tests' arguments as JSON data).
+FUNCTION_LANGUAGES = ("python", "javascript", "typescript", "cpp")
+
 ComparatorKind = Literal["exact", "float", "unordered", "whitespace", "tokens"]
 
 
@@ -107,12 +111,12 @@ class Task(BaseModel):
     def _consistent(self) -> Task:
         if self.kind == "function" and not self.entry_point:
             raise ValueError("a function task needs an entry_point")
+        if self.entry_point is not None and not (self.entry_point.isidentifier() and self.entry_point.isascii()):
+            raise ValueError(f"entry_point: {self.entry_point[:80]!r} is not a name (letters, digits and _, not first a "
+                             "digit): the drivers call it by name in every language")  # fmt: skip
         if self.solutions:
             from sandbox.languages import UnknownLanguageError, resolve
 
-            if self.kind != "stdio":
-                raise ValueError("solutions: a function task is graded in Python only; other languages' solutions "
-                                 "are for stdio tasks")  # fmt: skip
             for name in self.solutions:
                 try:
                     canonical = resolve(name).name
@@ -122,6 +126,9 @@ class Task(BaseModel):
                     raise ValueError(f"solutions: {name!r}: Python's is reference_solution")
                 if canonical != name:
                     raise ValueError(f"solutions: {name!r}: use the language's name ({canonical!r})")
+                if self.kind == "function" and name not in FUNCTION_LANGUAGES:
+                    raise ValueError(f"solutions: {name!r}: a function task's tests call a driver, which exists for "
+                                     f"{', '.join(FUNCTION_LANGUAGES)}")  # fmt: skip
         for where, cases in (("public_tests", self.public_tests), ("hidden_tests", self.hidden_tests)):
             for i, case in enumerate(cases):
                 if self.kind == "stdio" and (case.stdin is None or case.expected_stdout is None):

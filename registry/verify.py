@@ -53,6 +53,7 @@ import json
 import operator
 import secrets
 from collections.abc import Sequence
+from importlib.resources import files
 from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -62,7 +63,7 @@ from sandbox import ExecutionResult, LanguageUnavailableError, Limits, RunReques
 from .budget import MIN_RUN_S, START_UP_S, Budget
 from .comparators import stdout_equal, values_equal
 from .phases import phase
-from .schema import Task, TestCase
+from .schema import FUNCTION_LANGUAGES, Task, TestCase
 
 CaseStatus = Literal["passed", "failed", "error", "timeout", "missing", "skipped"]
 FEEDBACK_CHARS = 2000
@@ -357,8 +358,57 @@ __code_env_driver((entry, code) => {
 # bindings. The spec on stdin carries no code; the harness reads it before the program runs.
 TS_PREFIX = " ".join(line.strip() for line in _JS_HARNESS.splitlines()) + " "
 TS_SUFFIX = "\n;__code_env_driver((entry: string) => eval('typeof ' + entry + \" === 'function' ? \" + entry + ' : undefined'));\n"
-# The languages whose programs answer function tasks: a driver of their own speaks the protocol above.
-FUNCTION_DRIVERS = {"python": DRIVER, "javascript": JS_DRIVER, "typescript": TS_SUFFIX}
+
+
+def _c_string(text: str) -> str:
+    """``text`` as a C string literal (every byte that is not a letter, a digit or a space as a
+    three-digit octal escape, which, unlike a hex one, never runs into the next character)."""
+    return '"' + "".join(chr(b) if chr(b).isalnum() or b == 32 else f"\\{b:03o}" for b in text.encode()) + '"'
+
+
+# C++: the driver (drivers/cpp_driver.hpp) goes around the program's source, which is compiled
+# with it: its header first (the JSON conversions, the channel, the loop over the tests), then
+# the program, numbered as its own file (``#line 1 "main.cpp"``: the compiler's messages name
+# the program's lines), then the call, which names the entry point. Its parameter and return
+# types are deduced from the function; the arguments convert from JSON and the value back.
+# ``CPP_DRIVER_FILES``: the names the driver's own lines have in the compiler's messages: a
+# program whose every error is there compiles, but has no function the driver can call.
+_CPP = (files("registry") / "drivers" / "cpp_driver.hpp").read_text(encoding="utf-8")
+_CPP = (_CPP.replace("CHANNEL_LOST", str(CHANNEL_LOST)).replace("MAX_VALUE_CHARS", str(MAX_VALUE_CHARS))
+        .replace("HIDDEN_MARK", _c_string(HIDDEN_MARK)))  # fmt: skip
+CPP_PREFIX, CPP_SUFFIX = _CPP.split("//@@CANDIDATE@@\n")
+CPP_DRIVER_FILES = ("code-env-driver", "code-env-driver-call")
+# The languages whose programs answer function tasks: a driver of their own speaks the protocol
+# above (for a compiled one, ``IN_SOURCE``: the driver is compiled with the program).
+FUNCTION_DRIVERS = {"python": DRIVER, "javascript": JS_DRIVER, "typescript": TS_SUFFIX, "cpp": CPP_SUFFIX}
+IN_SOURCE = {"typescript": (TS_PREFIX, TS_SUFFIX), "cpp": (CPP_PREFIX, CPP_SUFFIX)}
+assert tuple(FUNCTION_DRIVERS) == FUNCTION_LANGUAGES
+
+
+def driven_program(language: str, code: str, entry_point: str) -> str:
+    """The source a ``language`` program runs as, for a function task: the driver itself (which
+    gets the program's code in its spec), or, for a compiled language, the program inside its
+    driver."""
+    if language not in IN_SOURCE:
+        return FUNCTION_DRIVERS[language]
+    prefix, suffix = IN_SOURCE[language]
+    if language == "cpp":
+        return prefix + code + ("" if code.endswith("\n") else "\n") + suffix.replace("ENTRY_POINT", entry_point)
+    return prefix + code + suffix
+
+
+def driver_refusal(language: str, compiler_says: str) -> str | None:
+    """When a compiled program fails to compile with its driver (``IN_SOURCE``) but every error is
+    in the driver's own lines, the program itself compiles but has no function the driver can
+    call (none of that name, or one whose types are not JSON data): the reason, from the
+    compiler's first error; None when the program has errors of its own (its syntax error)."""
+    if language != "cpp":
+        return None
+    errors = [line for line in compiler_says.splitlines() if ": error: " in line or ": fatal error: " in line]
+    if not errors or not all(line.startswith(tuple(f"{f}:" for f in CPP_DRIVER_FILES)) for line in errors):
+        return None
+    first = errors[0].split(": error: ", 1)[-1].split(": fatal error: ", 1)[-1]
+    return _short(f"the program has no function the driver can call with JSON data: {first}")
 
 SYNTAX_CHECK = r'''
 import sys
@@ -867,7 +917,7 @@ class _FunctionPlan:
             return []
         self.want = False
         self.nonce = secrets.token_hex(16)
-        compiled = self.language == "typescript"  # the driver is in the program's source (TS_PREFIX)
+        compiled = self.language in IN_SOURCE  # the driver is in the program's source
         spec = json.dumps({"nonce": self.nonce, "code": "" if compiled else self.code, "entry_point": self.task.entry_point, "start": self.next,
                            "hidden_from": self.shown if self.joint else None,
                            "cases": [{"args": c.args, "kwargs": c.kwargs} for c in self.cases[self.next :]]})  # fmt: skip
@@ -885,7 +935,7 @@ class _FunctionPlan:
         self.parse_left = int(PARSE_NODES_PER_S * limits.timeout_s)  # this run's returned values, at most
         self.parse_chars_left = int(PARSE_CHARS_PER_S * limits.timeout_s)
         self.budget_s = limits.timeout_s
-        program = TS_PREFIX + self.code + TS_SUFFIX if compiled else FUNCTION_DRIVERS[self.language]
+        program = driven_program(self.language, self.code, self.task.entry_point or "")
         return [RunRequest(code=program, stdin=spec, limits=limits, trace_id=tid, language=self.language)]
 
     def feed(self, results: list[ExecutionResult]) -> None:
@@ -896,8 +946,14 @@ class _FunctionPlan:
         if res.sandbox_error:
             v.sandbox_error = res.sandbox_error
             return
-        if res.compile_failed:  # a compiled language's (TypeScript's): the program's syntax error
-            v.syntax_error = _short(res.compile_stderr.strip() or res.compile_stdout.strip()) or "the program does not compile"
+        if res.compile_failed:  # a compiled language's (IN_SOURCE): the program's syntax error...
+            said = res.compile_stderr.strip() or res.compile_stdout.strip()
+            refused = None if res.compile_timeout_hit else driver_refusal(self.language, said)
+            if refused is not None:  # ... unless the program compiles but the driver finds no function to call
+                v.load_error = refused
+                self._rest("missing", refused)
+                return
+            v.syntax_error = _short(said) or "the program does not compile"
             return
         _charge(v, self.grade_budget, res, self.budget_s)
         start, n = self.next, len(self.cases)

@@ -20,6 +20,7 @@ from code_env.grading import grade, grade_many
 from code_env.trl import TRLReward, trl_rows
 from code_env.verl import compute_score
 from registry.validate import validate
+from registry.verify import Job, verify_many
 from sandbox import LanguageUnavailableError, Sandbox
 from sandbox.languages import discover_cached
 
@@ -64,15 +65,16 @@ def test_a_cpp_program_gets_the_reward_ladder_and_compiles_once(sb: Sandbox) -> 
 def test_a_function_task_refuses_another_language_before_anything_runs(sb: Sandbox) -> None:
     task = registry.resolve("builtin/sum-of-evens")
     with pytest.raises(LanguageUnavailableError, match="builtin/sum-of-evens: a function task's tests call the program's "
-                       "function through a driver, which exists for python, javascript and typescript; a cpp program can answer stdio"):
-        grade_many([(FIZZ, FIZZ_CPP), (task, "int main() {}")], sandbox=sb, language="cpp")
+                       "function through a driver, which exists for python, javascript, typescript and cpp; a rust program can "
+                       "answer stdio"):
+        grade_many([(FIZZ, FIZZ_CPP), (task, "fn main() {}")], sandbox=sb, language="rust")
     with pytest.raises(ValueError, match="unknown language 'cobol'"):
         grade(FIZZ, "x", sandbox=sb, language="cobol")
 
 
 def test_codeexec_in_cpp_serves_stdio_tasks_and_says_the_language(sb: Sandbox) -> None:
     env = gym.make("CodeExec-v0", language="cpp", executor=sb)
-    assert {t.kind for t in env.unwrapped.tasks} == {"stdio"}
+    assert {t.kind for t in env.unwrapped.tasks} == {"function", "stdio"}
     obs, _ = env.reset(seed=0, options={"problem_id": FIZZ.problem_id})
     assert "Write the solution in C++" in obs["prompt"]
     _, reward, terminated, _, info = env.step(FIZZ_CPP)
@@ -80,14 +82,19 @@ def test_codeexec_in_cpp_serves_stdio_tasks_and_says_the_language(sb: Sandbox) -
     with pytest.raises(ValueError, match="CodeExec-v0: language: unknown language 'klingon'"):
         gym.make("CodeExec-v0", language="klingon")
     with pytest.raises(ValueError, match="has no stdio task"):
-        gym.make("CodeExec-v0", language="cpp", tasks="synthetic:arith", task_params={"n": 3})
+        gym.make("CodeExec-v0", language="rust", tasks="synthetic:arith", task_params={"n": 3})
     [e] = evaluate([(FIZZ, FIZZ_CPP)], executor=sb, language="cpp")
     assert e.reward == 1.0 and "in C++" in e.observation["prompt"]
+    obs, _ = env.reset(seed=0, options={"problem_id": EVENS.problem_id})  # a function task, through the C++ driver
+    assert "a function `sum_of_evens`" in obs["prompt"] and "code_env::Json" in obs["prompt"]
+    _, reward, _, _, info = env.step(EVENS_CPP)
+    assert (reward, info["reward_breakdown"]["tier"]) == (1.0, "all_tests")
 
 
 def test_the_trl_and_verl_adapters_carry_the_language(sb: Sandbox) -> None:
-    rows = trl_rows("builtin", language="cpp")
+    rows = trl_rows("builtin", language="rust")
     assert rows and all(registry.resolve(r["problem_id"]).kind == "stdio" for r in rows)
+    rows = trl_rows([FIZZ, EVENS], language="cpp")
     assert "```cpp block" in rows[0]["prompt"][0]["content"]
     plain = trl_rows([FIZZ], format="plain", language="cpp")[0]["prompt"]
     assert plain.endswith("```cpp\n")
@@ -114,9 +121,10 @@ def test_other_languages_solutions_are_validated_as_the_reference_is(sb: Sandbox
                                ({"python": "x"}, "Python's is reference_solution")]:  # fmt: skip
         with pytest.raises(ValueError, match=re.escape(message)):
             registry.Task.model_validate({**row, "solutions": solutions})
-    with pytest.raises(ValueError, match="solutions: a function task is graded in Python only"):
+    with pytest.raises(ValueError, match="solutions: 'rust': a function task's tests call a driver, which exists for "
+                       "python, javascript, typescript, cpp"):
         registry.Task.model_validate({**json.loads(registry.resolve("builtin/sum-of-evens").model_dump_json()),
-                                      "solutions": {"cpp": "x"}})  # fmt: skip
+                                      "solutions": {"rust": "x"}})  # fmt: skip
 
 
 EVENS = registry.resolve("builtin/sum-of-evens")
@@ -157,3 +165,110 @@ def test_codeexec_in_javascript_serves_function_tasks_too(sb: Sandbox) -> None:
     assert "Write the solution in JavaScript (Node.js): a function `sum_of_evens`" in obs["prompt"]
     _, reward, _, _, info = env.step(EVENS_JS)
     assert (reward, info["reward_breakdown"]["tier"]) == (1.0, "all_tests")
+
+
+# --------------------------------------------------------------------------- C++ function tasks
+
+EVENS_CPP = "#include <vector>\nlong long sum_of_evens(std::vector<long long> v) { long long s = 0; for (auto x : v) if (x % 2 == 0) s += x; return s; }\n"
+ROMAN = registry.resolve("builtin/int-to-roman")
+
+
+class Recording:
+    """The real sandbox, and every request it was given (what entered the sandbox)."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.sb, self.requests = sb, []
+
+    def run_many(self, requests):
+        self.requests.extend(requests)
+        return self.sb.run_many(requests)
+
+
+@pytest.mark.parametrize(("code", "tier", "reward", "said"), [
+    pytest.param(EVENS_CPP, "all_tests", 1.0, None, id="right"),
+    # the usual competitive-programming file: every header, its own main, int redefined, prints
+    pytest.param("#include <bits/stdc++.h>\nusing namespace std;\n#define int long long\nint sum_of_evens(vector<int> v) "
+                 "{ cout << \"seen \" << v.size() << endl; printf(\"more\\n\"); int s = 0; for (int x : v) if (x % 2 == 0) "
+                 "s += x; return s; }\nsigned main() { cout << sum_of_evens({2}) << endl; }\n", "all_tests", 1.0, None,
+                 id="judge-style-with-main-that-prints"),
+    pytest.param("auto sum_of_evens = [](const std::vector<long long>& v) { long long s = 0; for (auto x : v) s += x % 2 == 0 "
+                 "? x : 0; return s; };\n", "all_tests", 1.0, None, id="lambda"),
+    pytest.param("int sum_of_evens(std::vector<int> v) { return 0; }\n", "partial", None, None, id="wrong"),
+    # a value out of int's range (a hidden test's) is the test's TypeError, never a wrapped number
+    pytest.param("int sum_of_evens(std::vector<int> v) { long long s = 0; for (int x : v) if (x % 2 == 0) s += x; return s; }\n",
+                 "all_public", 0.8, None, id="narrow-type"),
+    pytest.param("long long sum_of_evens(std::vector<long long> v) { throw std::out_of_range(\"no\"); }\n", "partial|no_attempt",
+                 None, "std::out_of_range", id="throws"),
+    pytest.param("int sum_of_evens(std::vector<int> v) { return 0 }\n", "syntax_error", -1.0, "candidate.cpp:3:48: error: expected",
+                 id="syntax-error"),
+    pytest.param("int other() { return 1; }\n", "no_attempt", -0.5, "sum_of_evens\u2019 was not declared in this scope", id="no-entry-point"),
+    pytest.param("struct P { int x; };\nint sum_of_evens(P p) { return p.x; }\n", "no_attempt", -0.5, "is not JSON data",
+                 id="type-not-json"),
+    # the channel is the driver's: a line without its nonce, written before the driver's first, is tampering
+    pytest.param("#include <unistd.h>\nstatic long forged = write(3, \"x {\\\"k\\\": \\\"loaded\\\"}\\n\", 18);\n" + EVENS_CPP,
+                 "tampered|no_attempt", -0.5, None, id="forged-line"),
+    pytest.param("#include <cstdlib>\nlong long sum_of_evens(std::vector<long long> v) { std::exit(0); }\n" + "\n",
+                 "no_attempt|partial", None, None, id="exits-in-a-call"),
+    pytest.param("long long sum_of_evens(std::vector<long long> v) { return *(volatile int*)nullptr; }\n", "no_attempt|partial",
+                 None, None, id="segfault"),
+])  # fmt: skip
+def test_a_cpp_program_answers_function_tasks_through_its_driver(sb: Sandbox, code: str, tier: str, reward: float | None,
+                                                                  said: str | None) -> None:  # fmt: skip
+    g = grade(EVENS, "#include <vector>\n#include <stdexcept>\n" + code, sandbox=sb, language="cpp")
+    assert g.breakdown.tier in tier.split("|"), (g.breakdown, g.run)
+    if reward is not None:
+        assert g.reward == reward
+    text = (g.breakdown.explanation or "") + (g.run.stderr if g.run else "") + json.dumps(g.model_dump(mode="json"))
+    if said is not None:
+        assert said in text, text
+    assert "/tmp/" not in text and "/work" not in text  # no host path in what the agent reads
+    if "seen" in code:  # what the program printed goes to its stderr, for the public tests only
+        assert g.run is not None and "seen 4" in g.run.stderr and "more" in g.run.stderr
+    if tier == "all_public":
+        v = verify_many([Job(EVENS, "#include <vector>\n" + code, "hidden", None, None, "cpp")], sb)[0]
+        [why] = [c.error for c in v.cases if not c.passed]
+        assert why == "TypeError: expected an integer that fits in int, got a number 1000000000000", v.cases
+
+
+def test_cpp_function_programs_compile_once_and_expected_values_never_enter_the_sandbox(sb: Sandbox) -> None:
+    rec = Recording(sb)
+    before = sb.compiles.misses
+    solution = ROMAN.solutions["cpp"] + "// unique to this test\n"
+    g = grade(ROMAN, solution, sandbox=rec, language="cpp")
+    assert (g.reward, g.breakdown.tier) == (1.0, "all_tests")
+    assert sb.compiles.misses == before + 1
+    sent = "".join(r.model_dump_json() for r in rec.requests)
+    for case in [*ROMAN.public_tests, *ROMAN.hidden_tests]:
+        assert json.dumps(case.expected) not in sent, case.expected  # (its arguments go in, its value never)
+    assert "MMMCMXCIX" == next(c.expected for c in ROMAN.hidden_tests if c.args == [3999])
+
+
+def test_the_builtin_cpp_function_solutions_are_validated(sb: Sandbox) -> None:
+    tasks = [t for t in registry.load("builtin") if t.kind == "function" and "cpp" in t.solutions]
+    assert len(tasks) >= 12
+    reports = validate(tasks, sb)
+    assert all(r.ok for r in reports), [r.problems for r in reports if not r.ok]
+    assert all("cpp" in r.languages for r in reports)
+
+
+def test_the_cpp_driver_converts_every_documented_type_both_ways(sb: Sandbox) -> None:
+    code = r"""#include <bits/stdc++.h>
+using Out = std::tuple<std::map<int, double>, std::pair<bool, char>, std::unordered_set<int>, std::optional<int>, code_env::Json>;
+Out f(std::list<int> a, std::deque<std::string> b, std::multiset<int> c, std::array<int, 2> d,
+      std::unordered_map<int, std::vector<bool>> m, std::optional<double> o, std::tuple<long, std::string, char> t,
+      const code_env::Json& any) {
+    std::unordered_set<int> r(a.begin(), a.end());
+    r.insert(c.size() + 10);
+    r.insert(d[1]);
+    r.insert(o ? 100 : 200);
+    return {{{std::get<0>(t), 0.5}}, {m.at(1)[0], std::get<2>(t)}, r, std::nullopt, any};
+}
+"""
+    args = [[3, 1, 2], ["x", "y"], [5, 5], [7, 8], {"1": [True, False]}, None, [9, "s", "c"], {"k": [1, "two", None]}]
+    expected = [{"9": 0.5}, [True, "c"], [1, 2, 3, 8, 12, 200], None, {"k": [1, "two", None]}]
+    task = registry.Task(problem_id="x/types", prompt="types", kind="function", entry_point="f",
+                         reference_solution="def f(*a):\n    return None\n",
+                         public_tests=[registry.TestCase(args=args, expected=expected)],
+                         hidden_tests=[registry.TestCase(args=[*args[:5], 1.5, *args[6:]], expected=[*expected[:2], [1, 2, 3, 8, 12, 100], *expected[3:]])])  # fmt: skip
+    g = grade(task, code, sandbox=sb, language="cpp")
+    assert (g.reward, g.breakdown.tier) == (1.0, "all_tests"), (g.breakdown, g.feedback)
