@@ -226,8 +226,8 @@ def task_prompt(task: Task, language: str = "python") -> str:
         lang = resolve_language(language)
         if task.kind == "function":
             types = (" Its parameter and return types convert from and to JSON: numbers, bool, char, std::string, "
-                     "std::vector, std::array, std::set, std::map (string or integer keys), std::pair, std::tuple, "
-                     "std::optional; code_env::Json holds any value. No main is needed.") if lang.name == "cpp" else ""  # fmt: skip
+                     "std::vector, std::array, std::set, std::map (string or integer keys), std::pair, std::tuple (and "
+                     "std::optional returned); code_env::Json holds any value. No main is needed.") if lang.name == "cpp" else ""  # fmt: skip
             return _clip(f"{task.prompt}\n\nWrite the solution in {lang.title}: a function `{task.entry_point}`, defined "
                          "at the top level, called with the arguments as JSON data (lists are arrays, dicts objects) "
                          f"and returning a value that JSON can hold.{types}")  # fmt: skip

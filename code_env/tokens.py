@@ -18,6 +18,8 @@ from gymnasium.error import ResetNeeded
 import registry
 from registry import Task
 from registry.verify import Runner
+from sandbox.languages import UnknownLanguageError
+from sandbox.languages import resolve as resolve_language
 
 from ._textimage import GREEN, RED, text_image
 from ._visible import visible
@@ -79,11 +81,23 @@ def tokenize(expr: str) -> list[int]:
     return tokens
 
 
-def program(entry_point: str, expr: str) -> str:
-    """The program a token sequence stands for. The expression goes into an assignment, not
-    straight into ``return``: an empty expression is then a syntax error, as it should be,
-    rather than a valid ``return`` of ``None``."""
-    return f"def {entry_point}(x):\n    result = {expr}\n    return result\n"
+# The program around the expression, per language (those whose programs answer function tasks:
+# ``registry.verify.FUNCTION_DRIVERS``). The expression goes into an assignment, not straight
+# into ``return``: an empty one is then a syntax error (a compile error), as it should be, rather
+# than a valid ``return`` of nothing. The languages read the same tokens their own way: digits
+# after a leading 0 are a syntax error in Python and an octal number in C++ (and in JavaScript's
+# sloppy mode); C++'s ``long long`` wraps where Python's int grows (a wrong answer, not an error).
+PROGRAMS = {
+    "python": "def {f}(x):\n    result = {expr}\n    return result\n",
+    "javascript": "function {f}(x) {{\n  const result = {expr};\n  return result;\n}}\n",
+    "typescript": "function {f}(x: number): number {{\n  const result: number = {expr};\n  return result;\n}}\n",
+    "cpp": "long long {f}(long long x) {{\n    long long result = {expr};\n    return result;\n}}\n",
+}
+
+
+def program(entry_point: str, expr: str, language: str = "python") -> str:
+    """The program a token sequence stands for, in ``language`` (``PROGRAMS``)."""
+    return PROGRAMS[language].format(f=entry_point, expr=expr)
 
 
 def _encode(v: Any) -> tuple[float, float]:
@@ -101,6 +115,10 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
     expression ``f`` returns from a fixed vocabulary; when it emits ``<end>`` or the length budget
     runs out, the program ``def f(x): result = <expression>; return result`` is graded on the
     public and hidden tests in the sandbox, exactly as ``CodeExec-v0`` grades a program.
+
+    ``language`` (default Python; JavaScript, TypeScript or C++) is the program's around the
+    expression (``PROGRAMS``): the same tokens, graded through that language's function-task
+    driver; the prompt names it.
 
     ## Action space
     ``Discrete(17)``: ``VOCAB`` = ``x``, digits ``0``-``9``, ``+``, ``-``, ``*``, ``(``, ``)``,
@@ -200,7 +218,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                  reward: RewardConfig | str | Path | None = None, backend: str = "auto",
                  render_mode: str | None = None, log_dir: str | Path | None = None,
                  log_every: int = 1, log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES,
-                 rollout: tuple[int, int] | None = None) -> None:  # fmt: skip
+                 rollout: tuple[int, int] | None = None, language: str = "python") -> None:  # fmt: skip
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 1024:
             raise ValueError(f"max_tokens: expected an int in 1..1024, got {max_tokens!r}")
         if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
@@ -214,6 +232,13 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
             reward = RewardConfig.from_file(reward)
         if reward is not None and not isinstance(reward, RewardConfig):
             raise TypeError(f"reward: expected a RewardConfig, a file path or None, got {type(reward).__name__}")
+        try:
+            self.language = resolve_language(language).name
+        except UnknownLanguageError as exc:
+            raise ValueError(f"CodeExecTokens-v0: language: {exc}") from None
+        if self.language not in PROGRAMS:
+            raise ValueError(f"CodeExecTokens-v0: language: a {self.language} program cannot answer the arith tasks' "
+                             f"function tests (they take {', '.join(PROGRAMS)})")  # fmt: skip
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.reward_config = reward or RewardConfig()
         self.max_tokens = max_tokens
@@ -239,7 +264,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self._generating = self._generated = 0.0  # when the episode's first token was asked for, when its last came
         self._env_steps = 0  # actions taken by this instance since it was made
         self.rollout = rollout
-        self.log_config = EnvConfig(tasks="synthetic:arith", reward=self.reward_config, backend=backend,
+        self.log_config = EnvConfig(tasks="synthetic:arith", reward=self.reward_config, backend=backend, language=self.language,
                                     task_params={"n": n_tasks, "seed": task_seed, "difficulty": difficulty},
                                     log_dir=None if log_dir is None else str(log_dir), log_every=log_every,
                                     log_max_bytes=log_max_bytes, log_text_bytes=log_text_bytes)  # fmt: skip
@@ -301,13 +326,13 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         if token != END and len(self._tokens) < self.max_tokens:
             return self._observation(), 0.0, False, False, info
         self._done = True
-        code = program(task.entry_point or "f", expr)
+        code = program(task.entry_point or "f", expr, self.language)
         tid = trace_id(task.problem_id, self._sample)
         self._generated = time.time()
         # the path of code_env.grade (score_rounds), with the verifications and timed states the log
         # needs; the length budget is the model's token limit: context_window_overflow
         (judged,) = judge_many([(task, code)], sandbox=self.executor, config=self.reward_config, trace_ids=[tid],
-                               overflowed=[token != END])  # fmt: skip
+                               overflowed=[token != END], language=self.language)  # fmt: skip
         g = judged.grade
         info["reward_breakdown"] = g.breakdown.model_dump()
         info["budget"] = None if token == END else "max_tokens"
@@ -338,7 +363,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                               generated=self._generated,
                               completion=token_text(tokens), completion_truncated=last != END,
                               completion_tokens=len(tokens), trainer="ppo" if self.rollout is not None else None,
-                              step=step, prompt=task_prompt(task), tokens=tokens, expression=info["expression"],
+                              step=step, prompt=task_prompt(task, self.language), tokens=tokens, expression=info["expression"],
                               max_tokens_reached=last != END)  # fmt: skip
         record["reward"], record["terminated"], record["truncated"] = reward, terminated, truncated
         record["sandbox_error"], record["judge_error"] = info["sandbox_error"], info["judge_error"]

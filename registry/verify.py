@@ -368,9 +368,9 @@ def _c_string(text: str) -> str:
 
 # C++: the driver (drivers/cpp_driver.hpp) goes around the program's source, which is compiled
 # with it: its header first (the JSON conversions, the channel, the loop over the tests), then
-# the program, numbered as its own file (``#line 1 "main.cpp"``: the compiler's messages name
-# the program's lines), then the call, which names the entry point. Its parameter and return
-# types are deduced from the function; the arguments convert from JSON and the value back.
+# the program, numbered as its own file (``#line 1 "candidate.cpp"``: the compiler's messages name
+# the program's lines), then the call, which names the entry point: each argument converts from
+# JSON to the type of the parameter the overload resolution picks, and the value back.
 # ``CPP_DRIVER_FILES``: the names the driver's own lines have in the compiler's messages: a
 # program whose every error is there compiles, but has no function the driver can call.
 _CPP = (files("registry") / "drivers" / "cpp_driver.hpp").read_text(encoding="utf-8")

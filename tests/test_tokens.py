@@ -22,6 +22,7 @@ from code_env._textimage import GREEN, RED
 from code_env.logtools import replay, stats
 from code_env.tokens import END, VOCAB, CodeExecTokensEnv, expression, program, tokenize
 from code_env.trajectory import read_log
+from sandbox.languages import discover_cached
 
 from ._records import assert_complete
 from .conftest import get_sandbox
@@ -115,6 +116,38 @@ def test_the_reference_token_by_token_earns_1() -> None:
         assert info["reward_breakdown"]["tier"] == "all_tests" and info["budget"] is None
         assert info["sandbox_error"] is None and info["n_tokens"] == len(actions) - 1
         assert env.task is not None and info["expression"] in env.task.reference_solution
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", [pytest.param(n, marks=pytest.mark.skipif(not discover_cached(n).found, reason=f"no {n}"))
+                                      for n in ("cpp", "javascript", "typescript")])  # fmt: skip
+def test_the_program_can_be_in_another_language(language: str, tmp_path: Any) -> None:
+    env = make(max_tokens=16, language=language, log_dir=tmp_path)
+    env.reset(seed=0, options={"problem_id": SEVEN_X})
+    assert env.unwrapped.language == language
+    _, rewards, terminated, _, info = write(env, env.reference_actions())
+    assert (rewards[-1], terminated, info["reward_breakdown"]["tier"]) == (1.0, True, "all_tests"), info
+    for expr, tier in [("x*6", "partial"), ("", "syntax_error"), ("x**2", "syntax_error")]:
+        env.reset(options={"problem_id": SEVEN_X})
+        _, rewards, _, _, info = write(env, [*tokenize(expr), END])
+        assert info["reward_breakdown"]["tier"] == tier, (expr, info)
+    if language == "cpp":  # the same tokens, C++'s reading: 010 is octal (8), where Python refuses it
+        assert program("f", "x * 010", "cpp") == "long long f(long long x) {\n    long long result = x * 010;\n    return result;\n}\n"
+        env.reset(options={"problem_id": SEVEN_X})
+        _, _, _, _, info = write(env, [*tokenize("x*010"), END])
+        assert info["reward_breakdown"]["tier"] == "partial"  # x * 8, a wrong answer, not a syntax error
+    env.close()
+    [record, *_] = read_log(tmp_path)
+    assert record["config"]["language"] == language and "Write the solution in" in record["prompt"]
+    assert replay(tmp_path).ok  # code-env replay re-judges it in the same language
+
+
+def test_the_program_language_is_checked() -> None:
+    with pytest.raises(ValueError, match="CodeExecTokens-v0: language: unknown language 'cobol'"):
+        make(language="cobol")
+    with pytest.raises(ValueError, match="CodeExecTokens-v0: language: a rust program cannot answer the arith tasks' "
+                       "function tests \\(they take python, javascript, typescript, cpp\\)"):
+        make(language="rust")
 
 
 @pytest.mark.parametrize(

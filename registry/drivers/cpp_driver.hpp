@@ -5,9 +5,10 @@
 // messages give the program's line numbers and quote no line of this header as the program's),
 // then the call (after the CANDIDATE line), which names the entry point. The spec comes on stdin: the nonce, the tests'
 // arguments (never their expected values), where the hidden tests start. Each test's arguments
-// are converted from JSON to the parameter types of the entry point (deduced from its type:
-// int, long long, double, bool, char, std::string, vectors, arrays, sets, maps, pairs, tuples,
-// optionals, code_env::Json for anything else), the function is called, and its value goes back
+// are converted from JSON to the parameter types of the entry point (the call goes through its
+// name: overload resolution picks the function whose parameters JSON converts to: int, long long,
+// double, bool, char, std::string, vectors, arrays, sets, maps, pairs, tuples, code_env::Json for
+// anything else, by value or by reference), the function is called, and its value goes back
 // as JSON on the result channel: the original standard output, which the driver alone writes
 // (what the program prints goes to standard error). A value that does not convert is the test's
 // TypeError; an exception is the test's error; a program whose function cannot be called with
@@ -29,6 +30,7 @@
 #include <limits>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -228,15 +230,20 @@ template <class T> std::string type_name() { return demangle(typeid(T).name()); 
     throw ConvertError("expected " + want + ", got " + kind_name(j.kind) + (j.kind == Json::Number ? " " + j.text : ""));
 }
 
-template <class T, class = void> struct Convert {
-    static_assert(sizeof(T) == 0,
-                  "code-env: a parameter or return type of the entry point is not JSON data (use numbers, bool, char, "
-                  "std::string, std::vector, std::array, std::set, std::map, std::pair, std::tuple, std::optional or "
-                  "code_env::Json)");
-};
+// How a type converts from JSON (``from``) and to it (``to``); a type it does not know has neither.
+template <class T, class = void> struct Convert {};
+
+template <class T, class = void> struct to_json_able : std::false_type {};
+template <class T>
+struct to_json_able<T, std::void_t<decltype(Convert<T>::to(std::declval<std::string &>(), std::declval<const T &>()))>> : std::true_type {};
 
 template <class T> T from_json(const Json &j) { return Convert<T>::from(j); }
-template <class T> void to_json(std::string &out, const T &v) { Convert<T>::to(out, v); }
+template <class T> void to_json(std::string &out, const T &v) {
+    static_assert(to_json_able<T>::value,
+                  "code-env: the entry point returns a value that is not JSON data (return numbers, bool, char, std::string, "
+                  "std::vector, std::array, std::set, std::map, std::pair, std::tuple, std::optional or code_env::Json)");
+    Convert<T>::to(out, v);
+}
 
 inline void quote(std::string &out, const std::string &s) {
     static const char *hex = "0123456789abcdef";
@@ -557,35 +564,65 @@ inline double now() {
     return double(t.tv_sec) + double(t.tv_nsec) / 1e9;
 }
 
-template <class... A> struct Call {
-    template <class F, size_t... I>
-    static std::string run(F &f, const Json &args, double &t, double &seconds, std::index_sequence<I...>) {
-        std::tuple<std::decay_t<A>...> values(from_json<std::decay_t<A>>(args.items[I])...);
-        using R = decltype(f(std::get<I>(values)...));
-        std::string out;
-        t = now();
-        if constexpr (std::is_void<R>::value) {
-            f(std::get<I>(values)...);
-            seconds = now() - t;
-            out = "null";
-        } else {
-            R r = f(std::get<I>(values)...);
-            seconds = now() - t;
-            to_json(out, static_cast<const std::decay_t<R> &>(r));
-        }
-        return out;
+// One argument of a call: it converts to whatever JSON type the parameter is (by value, by
+// reference, const or not), each conversion kept alive for the call. The call goes through the
+// entry point's name, so overload resolution picks the function: a program's ``strlen(std::string)``
+// beside the C library's ``strlen(const char *)`` (which no JSON value converts to) is the one called.
+template <class T, class = void> struct from_json_able : std::false_type {};
+template <class T> struct from_json_able<T, std::void_t<decltype(Convert<T>::from(std::declval<const Json &>()))>> : std::true_type {};
+
+struct Arg {
+    const Json *json;
+    mutable std::vector<std::shared_ptr<void>> keep;
+    template <class T, class = std::enable_if_t<from_json_able<std::remove_cv_t<T>>::value>> operator T &() const {
+        auto value = std::make_shared<std::remove_cv_t<T>>(from_json<std::remove_cv_t<T>>(*json));
+        keep.push_back(value);
+        return *value;
     }
 };
 
-template <class T> struct Signature : Signature<decltype(&T::operator())> {};  // a lambda, a std::function
-template <class R, class... A> struct Signature<R(A...)> { using call = Call<A...>; };
-template <class R, class... A> struct Signature<R(A...) noexcept> { using call = Call<A...>; };
-template <class C, class R, class... A> struct Signature<R (C::*)(A...) const> { using call = Call<A...>; };
-template <class C, class R, class... A> struct Signature<R (C::*)(A...)> { using call = Call<A...>; };
-template <class C, class R, class... A> struct Signature<R (C::*)(A...) const noexcept> { using call = Call<A...>; };
-template <class C, class R, class... A> struct Signature<R (C::*)(A...) noexcept> { using call = Call<A...>; };
+constexpr size_t MAX_ARITY = 8;
+template <size_t> using ArgRef = Arg &;
+template <class F, size_t... I> constexpr bool callable_with(std::index_sequence<I...>) {
+    return std::is_invocable<F &, ArgRef<I>...>::value;
+}
+template <class F, size_t... N> constexpr std::array<bool, sizeof...(N)> arities(std::index_sequence<N...>) {
+    return {callable_with<F>(std::make_index_sequence<N>{})...};
+}
 
-template <class... A> constexpr size_t arity(Call<A...> *) { return sizeof...(A); }
+template <size_t N> constexpr bool any(const std::array<bool, N> &a) {
+    for (bool b : a)
+        if (b) return true;
+    return false;
+}
+
+template <class F, size_t... I> std::string call(F &f, std::vector<Arg> &args, double &t, double &seconds, std::index_sequence<I...>) {
+    using R = std::invoke_result_t<F &, ArgRef<I>...>;
+    std::string out;
+    t = now();
+    if constexpr (std::is_void<R>::value) {
+        f(args[I]...);
+        seconds = now() - t;
+        out = "null";
+    } else {
+        R r = f(args[I]...);
+        seconds = now() - t;
+        to_json(out, static_cast<const std::decay_t<R> &>(r));
+    }
+    return out;
+}
+
+template <class F, size_t N = 0> std::string call_n(F &f, std::vector<Arg> &args, double &t, double &seconds) {
+    if constexpr (N > MAX_ARITY) {
+        throw ConvertError("unreachable");
+    } else if (args.size() != N) {
+        return call_n<F, N + 1>(f, args, t, seconds);
+    } else if constexpr (callable_with<F>(std::make_index_sequence<N>{})) {
+        return call(f, args, t, seconds, std::make_index_sequence<N>{});
+    } else {
+        throw ConvertError("unreachable");
+    }
+}
 
 inline const Json *field(const Json &obj, const char *name) {
     for (const auto &f : obj.fields)
@@ -620,7 +657,7 @@ struct Line {
     }
 };
 
-template <class F> int drive(F &f) {
+template <class F> int drive(F f) {
     Channel &ch = channel();
     flush_program();
     Json spec;
@@ -645,8 +682,15 @@ template <class F> int drive(F &f) {
     };
     if (hidden_from >= 0 && hidden_from <= start) hidden_start();
     line.begin("loaded").emit(ch.fd);
-    using Sig = typename Signature<std::remove_cv_t<F>>::call;
-    constexpr size_t n_params = arity((Sig *)nullptr);
+    constexpr auto takes = arities<F>(std::make_index_sequence<MAX_ARITY + 1>{});
+    static_assert(any(takes),
+                  "code-env: no function of the entry point's name can be called with JSON data: none is defined at the top "
+                  "level, or its parameters are not numbers, bool, char, std::string, std::vector, std::array, std::set, "
+                  "std::map, std::pair, std::tuple or code_env::Json (by value or by reference), or it takes more than 8");
+    std::string counts;
+    for (size_t n = 0; n <= MAX_ARITY; ++n) {
+        if (takes[n]) counts += (counts.empty() ? "" : " or ") + std::to_string(n);
+    }
     long k = 0;
     for (const Json &c : cases->items) {
         long i = start + k++;
@@ -658,12 +702,14 @@ template <class F> int drive(F &f) {
             error = "TypeError", message = "the test has no arguments";
         } else if (kwargs && !kwargs->fields.empty()) {
             error = "TypeError", message = "keyword arguments: a C++ function takes none";
-        } else if (args->items.size() != n_params) {
-            error = "TypeError", message = "the function takes " + std::to_string(n_params) + " argument(s), the test gives " +
+        } else if (args->items.size() > MAX_ARITY || !takes[args->items.size()]) {
+            error = "TypeError", message = "the function takes " + counts + " argument(s) of JSON data, the test gives " +
                                            std::to_string(args->items.size());
         } else {
             try {
-                value = Sig::run(f, *args, t, seconds, std::make_index_sequence<n_params>{});
+                std::vector<Arg> values;
+                for (const Json &a : args->items) values.push_back(Arg{&a, {}});
+                value = call_n(f, values, t, seconds);
             } catch (const ConvertError &e) {
                 error = "TypeError", message = e.what();
             } catch (const std::exception &e) {
@@ -701,4 +747,8 @@ template <class F> int drive(F &f) {
 #line 1 "code-env-driver-call"
 #undef main
 #undef int
-int main() { return ::code_env::detail::drive(ENTRY_POINT); }
+int main() {
+    return ::code_env::detail::drive([](auto &&...code_env_args) -> decltype(ENTRY_POINT(code_env_args...)) {
+        return ENTRY_POINT(code_env_args...);
+    });
+}
