@@ -18,8 +18,10 @@ No assertion on speed: only that every side prints what the program prints."""
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -109,6 +111,12 @@ def true_in_jail(sb: Sandbox) -> Side:
     return Side(round_, RUNS)
 
 
+def shown_command(language: str) -> str:
+    """The compile command as the results show it: the virtual environment as ``.venv`` (no path
+    of this machine goes into the project)."""
+    return " ".join(compile_command(language)[1:]).replace(os.path.realpath(sys.prefix), ".venv")
+
+
 @pytest.mark.parametrize("language", [pytest.param(n, marks=pytest.mark.skipif(
     not discover_cached(n).found, reason=f"no {n} toolchain a jail shows")) for n in PROGRAMS])  # fmt: skip
 def test_compile_and_run(benchmark: Any, sb: Sandbox, language: str) -> None:
@@ -147,7 +155,7 @@ def test_compile_and_run(benchmark: Any, sb: Sandbox, language: str) -> None:
                Target(f"{title}: CPU per cached run", names[2], "cpu")]  # fmt: skip
     record_paired(benchmark, result, title=f"{title}: compile and run a trivial program, against the bare compiler and binary",
                   program=f"{title}, hello world", mode="one call at a time", unit="runs", targets=targets,
-                  note=f"Compile command: `{' '.join(compile_command(language)[1:])}`; toolchain "
+                  note=f"Compile command: `{shown_command(language)}`; toolchain "
                        f"{discover_cached(language).version}. A compile-and-run side compiles a new source "
                        "every time (a comment makes it one).", rank=30)  # fmt: skip
 

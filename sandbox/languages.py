@@ -166,7 +166,8 @@ TOOLCHAIN_TREES: dict[str, tuple[str, ...]] = {
     "rustlib": ("/usr/lib/rustlib",),
     "jvm": ("/usr/lib/jvm",),  # and the JVM's /etc configuration (``_paths.toolchain_etc_dirs``)
     "go": ("{gotool}", "{gostd}"),
-}  # (esbuild, TypeScript's one static binary, stays in every view of a run that may exec)
+    "esbuild": ("{esbuild}",),  # the directory of TypeScript's one static binary, where it is the only file
+}
 # What each language's compile phase and run need of those trees.
 NEEDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "c": (frozenset({"gcc"}), frozenset()),
@@ -175,7 +176,7 @@ NEEDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "go": (frozenset({"go"}), frozenset()),
     "java": (frozenset({"jvm"}), frozenset({"jvm"})),
     "javascript": (frozenset(), frozenset()),
-    "typescript": (frozenset(), frozenset()),
+    "typescript": (frozenset({"esbuild"}), frozenset()),
     "bash": (frozenset(), frozenset()),
 }
 
@@ -197,6 +198,8 @@ def _hidden(name: str, phase: str) -> tuple[str, ...]:
     values: dict[str, str] = {}
     if (go := discover_cached("go")).found:
         values.update(go.vars)
+    if (esbuild := _esbuild_dir()) is not None:
+        values["esbuild"] = esbuild
     out: list[str] = []
     for tree, paths in TOOLCHAIN_TREES.items():
         if tree in needed:
@@ -256,10 +259,31 @@ def discover_cached(name: str) -> Toolchain:
     return discover(name, path=JAIL_PATH)
 
 
+def _esbuild_dir() -> str | None:
+    """The directory of TypeScript's esbuild, where it lies outside the system's directories and
+    is the only file there (npm's ``@esbuild/<platform>/bin``): what a run of another language,
+    or a TypeScript program's run, must not see. None otherwise (then its binary is shown alone)."""
+    from ._paths import SYSTEM_DIRS
+
+    found = discover_cached("typescript")
+    if not found.found or "esbuild" not in found.binaries:
+        return None
+    real = os.path.realpath(found.binaries["esbuild"])
+    where = os.path.dirname(real)
+    if any(where == d or where.startswith(d + "/") for d in SYSTEM_DIRS):
+        return None
+    try:
+        alone = os.listdir(where) == [os.path.basename(real)]
+    except OSError:
+        return None
+    return where if alone else None
+
+
 def toolchain_paths() -> list[str]:
     """What the jail must show of the toolchains that live outside the system's directories
     (``IN_ENVIRONMENT``): their ``jail_paths`` (Go's tools and its compiled standard library), else
-    each found binary's real path (esbuild is one static file)."""
+    each found binary's real path (esbuild is one static file: its directory, where it is alone
+    there, so that the views of other languages can hide it, ``TOOLCHAIN_TREES``)."""
     from ._paths import SYSTEM_DIRS
 
     paths: list[str] = []
@@ -268,6 +292,8 @@ def toolchain_paths() -> list[str]:
         if not found.found:
             continue
         wanted = [substitute(p, found.vars) for p in LANGUAGES[name].jail_paths] or list(found.binaries.values())
+        if name == "typescript" and (esbuild := _esbuild_dir()) is not None:
+            wanted = [esbuild]
         for where in wanted:
             real = os.path.realpath(where)
             if not any(real.startswith(d + "/") for d in SYSTEM_DIRS):

@@ -84,11 +84,12 @@ def test_what_runs_in_the_sandbox() -> None:
     assert languages.RUNNABLE == tuple(LANGUAGES)  # every language of the table
     assert [t.language for t in languages.toolchains() if t.runs_in_sandbox] == [
         n for n in languages.RUNNABLE if languages.discover_cached(n).found]  # fmt: skip
-    # of the toolchains in the virtual environment the jail shows npm's esbuild, Go's tools and its
-    # compiled standard library; nothing else of the environment
+    # of the toolchains in the virtual environment the jail shows npm's esbuild (the directory where
+    # it is alone, else the file), Go's tools and its compiled standard library; nothing else of it
     go_tools = os.path.realpath(languages.discover_cached("go").vars.get("gotool", "-"))
     for path in languages.toolchain_paths():
-        assert (os.path.isfile(path) and os.access(path, os.X_OK)) or path in (languages.GO_STD, go_tools), path
+        esbuild = [os.path.join(path, f) for f in os.listdir(path)] if os.path.isdir(path) and path == languages._esbuild_dir() else [path]
+        assert all(os.path.isfile(p) and os.access(p, os.X_OK) for p in esbuild) or path in (languages.GO_STD, go_tools), path
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 
 from sandbox import ExecutionResult, Limits, Sandbox
 from sandbox._child import pack_files, unpack_files
-from sandbox.languages import discover_cached
+from sandbox.languages import _esbuild_dir, discover_cached
 
 from .conftest import REPO, SECRET_NAME, SECRET_VALUE, loopback_listener
 from .test_languages_run import run as _run
@@ -276,3 +276,13 @@ def test_a_run_that_may_exec_sees_its_own_toolchain_and_not_the_others(sb: Sandb
     res = run(sb, "c", f'#include "{jvm_file}"\nint main(void) {{ return 0; }}\n')
     assert res.compile_status == "error" and "No such file or directory" in res.compile_stderr, res.compile_stderr
     assert run(sb, "c", "#include <stdio.h>\nint main(void) { puts(\"ok\"); }\n").stdout == "ok\n"
+
+
+@pytest.mark.skipif(not (have("typescript") and have("bash") and _esbuild_dir() is not None), reason="needs npm's esbuild and Bash")
+def test_typescripts_compiler_is_in_its_compile_phase_alone(sb: Sandbox) -> None:
+    esbuild = _esbuild_dir()
+    assert esbuild is not None and os.listdir(esbuild) == ["esbuild"]
+    probe = f'for f in {esbuild}/*; do [ -e "$f" ] && echo "seen $f"; done; echo done\n'
+    assert run(sb, "bash", probe).stdout == "done\n"  # a Bash run (one that may exec) sees no esbuild
+    ts_run = run(sb, "typescript", f"const fs = require('fs');\nconsole.log(fs.readdirSync('{esbuild}').length);\n")
+    assert ts_run.compile_status == "ok" and ts_run.stdout == "0\n", ts_run  # compiled by it, run without it
