@@ -11,7 +11,7 @@ from gymnasium.envs.registration import register as _register
 
 from .adapters import extract_code
 from .env import CodeExecEnv, EnvConfig, Evaluation, evaluate
-from .grading import Grade, grade, grade_many
+from .grading import Grade, agrade, agrade_many, grade, grade_many
 from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
@@ -36,6 +36,8 @@ __all__ = [
     "RewardConfig",
     "TRLReward",
     "__version__",
+    "agrade",
+    "agrade_many",
     "compute_score",
     "compute_score_batch",
     "evaluate",

