@@ -316,6 +316,7 @@ class ProcessBackend:
         self._cv = threading.Condition()
         self._calls: dict[int, collections.deque[_Call]] = {}
         self._reserved: dict[int, int] = {}  # places _pick promised, not yet taken by _send
+        self._line: collections.deque[object] = collections.deque()  # callers waiting for a place, in arrival order
         self._head_since: dict[int, float] = {}
         self._send_locks: dict[int, threading.Lock] = {}
         self._replacing: set[int] = set()
@@ -453,17 +454,31 @@ class ProcessBackend:
         return result
 
     def _pick(self) -> _Slot:
-        """The slot with the fewest calls in hand, once one has fewer than ``DEPTH``."""
+        """The slot with the fewest calls in hand, once one has fewer than ``DEPTH``. Callers are
+        served in arrival order: each waits in line (``_line``) and only the first may take a
+        place, so that no caller waits many rounds while later ones are served."""
+        ticket = object()
         with self._cv:
-            while True:
-                if self._closed:
-                    raise SandboxClosedError("this Sandbox is closed; create a new one")
-                open_ = [s for s in self._slots if s.index not in self._replacing]
-                best = min(open_, key=self._load, default=None)
-                if best is not None and self._load(best) < DEPTH:
-                    self._reserved[best.index] += 1
-                    return best
-                self._cv.wait()
+            self._line.append(ticket)
+            try:
+                while True:
+                    if self._closed:
+                        raise SandboxClosedError("this Sandbox is closed; create a new one")
+                    if self._line[0] is ticket:
+                        open_ = [s for s in self._slots if s.index not in self._replacing]
+                        best = min(open_, key=self._load, default=None)
+                        if best is not None and self._load(best) < DEPTH:
+                            self._line.popleft()
+                            self._reserved[best.index] += 1
+                            if self._line:
+                                self._cv.notify_all()  # the next in line may find a place too
+                            return best
+                    self._cv.wait()
+            except BaseException:
+                if ticket in self._line:
+                    self._line.remove(ticket)
+                    self._cv.notify_all()
+                raise
 
     def _load(self, slot: _Slot) -> int:
         return len(self._calls[slot.index]) + self._reserved[slot.index]
