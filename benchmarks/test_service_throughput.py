@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import requests
 
+from code_env.service import wait_ready
 from sandbox import Sandbox
 
 from .conftest import CORES, Latencies, Side, Target, paired, record_paired
@@ -47,16 +48,8 @@ def server() -> Iterator[str]:
                              "--log-level", "warning", "--max-client-requests", "256"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            requests.get(url + "/healthz", timeout=1)
-            break
-        except requests.exceptions.ConnectionError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
     try:
+        wait_ready(url, alive=lambda: proc.poll() is None)
         yield url
     finally:
         proc.terminate()

@@ -409,7 +409,8 @@ class _Guard:
             if size.isdigit() and int(size) > svc.limits.max_body_bytes:
                 raise ApiError(413, f"a body of {size} bytes: more than the server's {svc.limits.max_body_bytes}")
         except ApiError as exc:
-            await JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)(scope, receive, sending)
+            answer = JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)
+            await answer(scope, receive, sending)  # type: ignore[arg-type]
         else:
             await self.app(scope, receive, sending)
         svc.metrics.requests[(path, status["code"])] += 1
@@ -543,6 +544,25 @@ def create_app(sandbox: Sandbox, *, token: str | None = None, limits: ServiceLim
         return svc.metrics.text(svc.sandbox.workers)
 
     return app
+
+
+def wait_ready(url: str, *, timeout_s: float = 60.0, alive: Callable[[], bool] = lambda: True) -> None:
+    """Wait until the service at ``url`` answers ``/healthz`` (``TimeoutError`` after ``timeout_s``,
+    ``RuntimeError`` as soon as ``alive()`` says the server process ended)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not alive():
+            raise RuntimeError(f"the server at {url} ended before it answered")
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=1):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer from {url}/healthz within {timeout_s:g} s") from None
+            time.sleep(0.05)
 
 
 def serve(*, host: str = "127.0.0.1", port: int = 8080, token: str | None = None, backend: str = "auto",

@@ -30,7 +30,7 @@ import uvicorn
 
 import registry
 from code_env import agrade_many
-from code_env.service import ServiceLimits, create_app, fusion_response
+from code_env.service import ServiceLimits, create_app, fusion_response, wait_ready
 from sandbox import ExecutionResult, Sandbox
 from sandbox.languages import discover_cached
 
@@ -312,15 +312,8 @@ def start(*args: str) -> tuple[subprocess.Popen[str], str]:
                              "--log-level", "warning", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "CODE_ENV_TOKEN": ""})  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            requests.get(url + "/healthz", timeout=1)
-            return proc, url
-        except requests.exceptions.ConnectionError:
-            assert time.monotonic() < deadline, "code-env serve did not start"
-            time.sleep(0.1)
+    wait_ready(url, alive=lambda: proc.poll() is None)
+    return proc, url
 
 
 def test_serve_finishes_what_runs_on_sigterm_and_takes_nothing_new() -> None:
