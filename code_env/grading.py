@@ -29,7 +29,7 @@ from registry.verify import (
     shown_output,
     verify_many,
 )
-from sandbox import LanguageUnavailableError, Sandbox
+from sandbox import Cancel, LanguageUnavailableError, Sandbox, cancelling
 
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
@@ -391,14 +391,20 @@ async def agrade_many(items: Sequence[tuple[Task, str]], *, sandbox: Runner | st
                       language: str = "python") -> list[Grade]:  # fmt: skip
     """``grade_many`` for an event loop: the batch is graded by one of ``GRADING_THREADS`` shared
     threads while the caller awaits (no thread per call: batches beyond that wait in line).
-    Cancelling the awaiting task withdraws a batch that has not begun; one that has runs to its
-    end (its grade is dropped)."""
-    future = _grading_executor().submit(grade_many, items, sandbox=sandbox, config=config, hidden=hidden,
-                                        trace_ids=trace_ids, language=language)  # fmt: skip
+    Cancelling the awaiting task withdraws a batch that has not begun and kills the runs of one
+    that has (``sandbox.cancelling``: a sandbox in this process; its grade is dropped)."""
+    cancel = Cancel()
+
+    def work() -> list[Grade]:
+        with cancelling(cancel):
+            return grade_many(items, sandbox=sandbox, config=config, hidden=hidden, trace_ids=trace_ids, language=language)
+
+    future = _grading_executor().submit(work)
     try:
         return await asyncio.wrap_future(future)
     except BaseException:
         future.cancel()
+        cancel.cancel()  # its runs in flight are killed, the rest answer at once: the thread is free
         raise
 
 

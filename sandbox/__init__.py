@@ -26,15 +26,25 @@ from .errors import (
     SandboxError,
     UnknownBackendError,
 )
-from .models import QUEUE_TIMEOUT, ExecutionResult, Limits, RunRequest
+from .models import (
+    CANCELLED,
+    QUEUE_TIMEOUT,
+    Cancel,
+    ExecutionResult,
+    Limits,
+    RunRequest,
+    cancelling,
+)
 
 if _TYPE_CHECKING:
     from ._ray import RayExecutor
 
 __all__ = [
     "BACKENDS",
+    "CANCELLED",
     "QUEUE_TIMEOUT",
     "BackendUnavailableError",
+    "Cancel",
     "CgroupUnusableError",
     "ExecutionResult",
     "IsolationUnavailableError",
@@ -47,6 +57,7 @@ __all__ = [
     "SandboxClosedError",
     "SandboxError",
     "UnknownBackendError",
+    "cancelling",
     "register_program",
     "registered_programs",
 ]

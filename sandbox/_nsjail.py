@@ -82,7 +82,7 @@ from typing import Any
 from . import _child, _host, _monitor, _paths, _seccomp
 from .errors import BackendUnavailableError, IsolationUnavailableError
 from .languages import toolchain_paths
-from .models import ExecutionResult, Limits
+from .models import CANCELLED, Cancel, ExecutionResult, Limits, interrupting, interrupts_caller
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 INSTALL_HINT = (
@@ -536,10 +536,11 @@ class NsjailBackend:
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, command: tuple[str, ...] | None = None,
             files: bytes | None = None, collect: tuple[str, int] | None = None,
-            hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
+            hide: tuple[str, ...] = (), cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program. Never raises for a bad request or a failure of the machinery: the answer
         is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind.
-        ``command``, ``files``, ``collect``: another language's run (``ProcessBackend.run``)."""
+        ``command``, ``files``, ``collect``: another language's run (``ProcessBackend.run``).
+        ``cancel``: as ``ProcessBackend.run``'s (a jail in flight is killed: SIGKILL to its tree)."""
         try:
             payload = {"code": files if files is not None else code.encode("utf-8"), "stdin": stdin.encode("utf-8")}
         except UnicodeEncodeError as exc:
@@ -548,20 +549,38 @@ class NsjailBackend:
                                  "nothing was run", trace_id)  # fmt: skip
         except AttributeError as exc:
             return self._failure(f"code and stdin must be str ({exc})", trace_id)
-        slot = self._slots.get()
+        slot = self._take_slot(cancel)
+        if slot is None:
+            return self._failure(CANCELLED, trace_id)
         try:
-            return self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect, hide)
+            result = self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect, hide, cancel)
         except Exception as exc:
+            if interrupts_caller(exc):
+                raise
             return self._failure(f"{type(exc).__name__}: {exc}", trace_id)
         finally:
             self._slots.put(slot)
+        if cancel is not None and cancel.cancelled:  # killed for its caller: not the program's verdict
+            return ExecutionResult.infrastructure_failure(CANCELLED, trace_id=trace_id, backend=self.name)
+        return result
+
+    def _take_slot(self, cancel: Cancel | None) -> _Slot | None:
+        """A free slot, in arrival order (``queue.Queue``); None once ``cancel`` is cancelled."""
+        if cancel is None:
+            return self._slots.get()
+        while not cancel.cancelled:
+            try:
+                return self._slots.get(timeout=0.05)
+            except queue.Empty:
+                continue
+        return None
 
     def _failure(self, why: str, trace_id: str | None) -> ExecutionResult:
         return ExecutionResult.infrastructure_failure(f"nsjail backend: {why}", trace_id=trace_id, backend=self.name)
 
     def _run(self, slot: _Slot, code: bytes, stdin: bytes, limits: Limits, trace_id: str | None,
              command: tuple[str, ...] | None = None, collect: tuple[str, int] | None = None,
-             hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
+             hide: tuple[str, ...] = (), cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         owned: dict[int, int] = {}  # fd -> inode: every fd this run opened and still has to close
         proc: subprocess.Popen[bytes] | None = None
         run_cgroup: str | None = None
@@ -627,6 +646,8 @@ class NsjailBackend:
 
             cpu_budget = limits.effective_cpu_time_s
             in_ino = owned.pop(in_w)  # the monitor closes stdin when it is done with it
+            withdraw = 0 if cancel is None else cancel.on_cancel(
+                lambda: kill(signal.SIGKILL) if jail.returncode is None else None)  # (not once it is reaped)
             try:
                 outcome = _monitor.watch(
                     _monitor.Watch(
@@ -660,9 +681,12 @@ class NsjailBackend:
                         sysinfo=_monitor.sysinfo_reply(limit_bytes),
                     )
                 )
-            except BaseException:
+            except BaseException as exc:
                 _close_if_same(in_w, in_ino)  # unless the monitor got to close it
-                raise
+                raise interrupting(exc) from None  # (its caller's: the jail is killed below)
+            finally:
+                if cancel is not None:
+                    cancel.forget(withdraw)
             outcome.cpu_s = max(outcome.cpu_s, cpu_at_kill[0])
             log = _read_log(log_fd)
             if outcome.program_status is not None:

@@ -29,7 +29,7 @@ from . import _child, _host, _monitor, _paths, _seccomp
 from ._programs import program_imports
 from .errors import IsolationUnavailableError, SandboxClosedError
 from .languages import toolchain_paths
-from .models import QUEUE_TIMEOUT, ExecutionResult, Limits
+from .models import CANCELLED, QUEUE_TIMEOUT, Cancel, ExecutionResult, Limits, interrupting
 
 log = logging.getLogger("sandbox.process")
 
@@ -273,12 +273,16 @@ def watchdog_s(limits: Limits) -> float:
     return _monitor.MAX_WALL_FACTOR * limits.timeout_s + 2.0 + WATCHDOG_GRACE_S
 
 
+class _Withdrawn(Exception):
+    """A caller's cancel came while it waited for a place (``_pick``)."""
+
+
 class _Call:
     """One request on its way through a worker: sent, then answered by the slot's reader thread
     (``reply``), or failed with the worker (``failure``; ``began``: the worker had begun it, else it
     was still waiting in the worker's pipe behind the request the worker failed on)."""
 
-    __slots__ = ("began", "done", "failure", "limits", "reply", "request")
+    __slots__ = ("began", "cancelled", "done", "failure", "limits", "reply", "request")
 
     def __init__(self, request: dict[str, Any], limits: Limits) -> None:
         self.request, self.limits = request, limits
@@ -286,6 +290,7 @@ class _Call:
         self.reply: dict[str, Any] | None = None
         self.failure: str | None = None
         self.began = False
+        self.cancelled = False  # its caller went away: never sent again; its worker is killed once it runs it
 
 
 class ProcessBackend:
@@ -397,7 +402,8 @@ class ProcessBackend:
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
             queue_deadline: float | None = None, command: tuple[str, ...] | None = None, files: bytes | None = None,
-            collect: tuple[str, int] | None = None, hide: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
+            collect: tuple[str, int] | None = None, hide: tuple[str, ...] = (),
+            cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
         as it has answered, without waiting for this process. A worker that dies or hangs
@@ -407,7 +413,11 @@ class ProcessBackend:
         process executes in place of Python. ``files``: a compiled program's (``_child.pack_files``),
         in place of ``code``. ``collect``: a compile (a directory of the work dir and a byte budget):
         its files come back as the result's ``artefacts``. ``hide``: directories of the jail the run
-        must not see (``sandbox.languages.hidden_paths``), after an empty word of the command."""
+        must not see (``sandbox.languages.hidden_paths``), after an empty word of the command.
+        ``cancel``: the caller's; on cancel (or when this thread is interrupted, an exception in
+        its wait) a request still waiting for a place is dropped, one in a worker's pipe is never
+        run, and a run in flight is killed with its worker, which is replaced (the run is not
+        retried): the answer is a ``sandbox_error`` ``CANCELLED``, which no one scores."""
         wire = _wire_limits(limits) if collect is None else {**_wire_limits(limits), "collect": list(collect)}
         request: dict[str, Any] = {"op": "run", "code": code, "stdin": stdin, "limits": wire, "trace_id": trace_id,
                                    "not_after": queue_deadline,
@@ -419,8 +429,26 @@ class ProcessBackend:
         unstarted = 0
         while True:
             call = _Call(request, limits)
-            self._send(self._pick(), call)
-            call.done.wait()
+            woken = 0 if cancel is None else cancel.on_cancel(self._wake)  # (a caller waiting in line leaves it)
+            try:
+                slot = self._pick(cancel)
+            except _Withdrawn:
+                return ExecutionResult.infrastructure_failure(CANCELLED, trace_id=trace_id, backend=self.name)
+            finally:
+                if cancel is not None:
+                    cancel.forget(woken)
+            self._send(slot, call)
+            key = 0 if cancel is None else cancel.on_cancel(lambda slot=slot, call=call: self._cancel(slot, call))  # type: ignore[misc]
+            try:
+                call.done.wait()
+            except BaseException as exc:  # this thread was interrupted: its run must not keep the worker
+                self._cancel(slot, call)
+                raise interrupting(exc) from None
+            finally:
+                if cancel is not None:
+                    cancel.forget(key)
+            if call.cancelled:
+                return ExecutionResult.infrastructure_failure(CANCELLED, trace_id=trace_id, backend=self.name)
             if call.reply is not None:
                 break
             if call.began or unstarted >= MAX_UNSTARTED:
@@ -453,7 +481,26 @@ class ProcessBackend:
             result.rerun_reason = "; ".join(filter(None, [result.rerun_reason, f"the worker failed first: {failures[0]}"]))
         return result
 
-    def _pick(self) -> _Slot:
+    def _cancel(self, slot: _Slot, call: _Call) -> None:
+        """Withdraw ``call``: answered at once if its worker has not begun it (the worker will skip
+        past it: killed when it comes to it), its worker killed now if it has (``_fail`` replaces
+        it and answers the calls behind, which are sent again)."""
+        with self._cv:
+            if call.done.is_set() or call.cancelled:
+                return
+            call.cancelled = True
+            calls = self._calls[slot.index]
+            head = bool(calls) and calls[0] is call
+            if not head:  # (still in the deque: the reader kills the worker if it comes to it)
+                call.done.set()
+        if head:
+            slot.kill_now()
+
+    def _wake(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+    def _pick(self, cancel: Cancel | None = None) -> _Slot:
         """The slot with the fewest calls in hand, once one has fewer than ``DEPTH``. Callers are
         served in arrival order: each waits in line (``_line``) and only the first may take a
         place, so that no caller waits many rounds while later ones are served."""
@@ -464,6 +511,8 @@ class ProcessBackend:
                 while True:
                     if self._closed:
                         raise SandboxClosedError("this Sandbox is closed; create a new one")
+                    if cancel is not None and cancel.cancelled:
+                        raise _Withdrawn
                     if self._line[0] is ticket:
                         open_ = [s for s in self._slots if s.index not in self._replacing]
                         best = min(open_, key=self._load, default=None)
@@ -546,9 +595,12 @@ class ProcessBackend:
                 if calls and calls[0] is head:
                     calls.popleft()
                     self._head_since[i] = time.monotonic()
+                withdrawn = bool(calls) and calls[0].cancelled  # the worker has begun a run no one waits for
                 self._cv.notify_all()
             head.reply = reply
             head.done.set()
+            if withdrawn:
+                slot.kill_now()
 
     def _fail(self, slot: _Slot, why: str) -> None:
         """The worker of ``slot`` failed: fail every call it holds (the first had begun), replace it."""
@@ -566,7 +618,10 @@ class ProcessBackend:
             self._replacing.add(i)
         # the text, not an exception: a handler that keeps records (pytest's, a memory handler)
         # would keep its traceback, every frame of it and what they hold
-        log.warning("sandbox worker %d failed: %s; replacing it", slot.index, why)
+        if failed and failed[0].cancelled:  # killed on purpose: its run's caller went away
+            log.info("sandbox worker %d killed with a cancelled run; replacing it", slot.index)
+        else:
+            log.warning("sandbox worker %d failed: %s; replacing it", slot.index, why)
         for k, c in enumerate(failed):
             c.failure, c.began = why, k == 0
             c.done.set()

@@ -20,11 +20,14 @@ from .cache import ResultCache
 from .errors import LanguageUnavailableError, SandboxClosedError, UnknownBackendError
 from .models import (
     QUEUE_TIMEOUT,
+    Cancel,
     ExecutionResult,
     Limits,
     RunRequest,
     check_payload,
     coerce_requests,
+    current_cancel,
+    interrupts_caller,
     resolve_limits,
 )
 
@@ -180,7 +183,7 @@ class Sandbox:
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
         lang = self._language(language)
-        return self._run_checked(code, stdin, lim, trace_id, language=lang)
+        return self._run_checked(code, stdin, lim, trace_id, language=lang, cancel=current_cancel())
 
     def check_language(self, name: str) -> str:
         """The canonical name of ``name`` (``sandbox.languages``) if this sandbox runs it here;
@@ -202,7 +205,8 @@ class Sandbox:
         return resolve_limits(limits, self.default_limits)
 
     def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None,
-                     submitted: float | None = None, language: str = "python") -> ExecutionResult:  # fmt: skip
+                     submitted: float | None = None, language: str = "python",
+                     cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         backend = self._live()
         tid = trace_id if trace_id is not None else f"run/{next(self._counter)}"
         queued_ms = 0.0 if submitted is None else round((time.monotonic() - submitted) * 1000, 3)
@@ -225,13 +229,15 @@ class Sandbox:
                 start = time.monotonic() if submitted is None else submitted
                 queued = {"submitted": start,
                           "queue_deadline": None if self.queue_timeout_s is None else start + self.queue_timeout_s}  # fmt: skip
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {} if cancel is None else {"cancel": cancel}
             compiled: tuple[Compiled, bool] | None = None
             if language != "python":
                 from .languages import LANGUAGES, hidden_paths, run_command
 
                 extra["command"], extra["hide"] = run_command(language), hidden_paths(language, "run")
                 if LANGUAGES[language].compiled:
+                    # (a compile is never cancelled: another caller may wait on the same one; it ends, is
+                    # cached, and the cancelled caller's run is then withdrawn)
                     compiled = self._compile(code, language, lim, tid, queued)
                     if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
                         result = self._unrun(compiled, tid, backend.name)
@@ -243,6 +249,8 @@ class Sandbox:
             if compiled is not None:
                 result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
+            if interrupts_caller(exc):  # ... but the caller's own interruption is the caller's
+                raise
             log.exception("the %s backend failed on %s", backend.name, tid)
             result = ExecutionResult.infrastructure_failure(
                 f"{backend.name} backend: {type(exc).__name__}: {exc}", trace_id=tid, backend=backend.name
@@ -289,7 +297,10 @@ class Sandbox:
         Each request is a ``RunRequest``, a mapping with its fields, or a plain code string. All
         requests are validated before any runs, so a bad one raises without wasting the others.
         """
-        futures = self._submit_many(requests, limits)
+        cancel = Cancel()
+        outer = current_cancel()  # a cancelling() block's: it cancels this batch too
+        link = 0 if outer is None else outer.on_cancel(cancel.cancel)
+        futures = self._submit_many(requests, limits, cancel)
         try:
             if progress:
                 from concurrent.futures import as_completed
@@ -299,12 +310,22 @@ class Sandbox:
                 for _ in tqdm(as_completed(futures), total=len(futures), desc="sandbox", unit="run"):
                     pass
             return [f.result() for f in futures]
-        except BaseException:  # interrupted (KeyboardInterrupt, a timeout's exception): what has not begun never runs
-            for f in futures:
-                f.cancel()
+        except BaseException:  # interrupted (KeyboardInterrupt, a timeout's exception): nothing of it runs on
+            self._withdraw(futures, cancel)
             raise
+        finally:
+            if outer is not None:
+                outer.forget(link)
 
-    def _submit_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], limits: Limits | None) -> list[Future[ExecutionResult]]:
+    @staticmethod
+    def _withdraw(futures: list[Future[ExecutionResult]], cancel: Cancel) -> None:
+        """A batch's caller went away: its runs not begun never run, those in flight are killed."""
+        for f in futures:
+            f.cancel()
+        cancel.cancel()
+
+    def _submit_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], limits: Limits | None,
+                     cancel: Cancel | None = None) -> list[Future[ExecutionResult]]:  # fmt: skip
         """Validate every request (before any runs), then hand them to the pool, in order."""
         default = self._limits(limits)
         items = coerce_requests(requests, default)
@@ -318,8 +339,8 @@ class Sandbox:
                     raise LanguageUnavailableError(f"request {i}: {exc}") from None
         pool = self._executor()
         submitted = time.monotonic()
-        return [pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language)
-                for r in items]  # fmt: skip
+        return [pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language,
+                            cancel) for r in items]  # fmt: skip
 
     # -- asyncio
     async def arun(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
@@ -334,14 +355,14 @@ class Sandbox:
         """``run_many`` for an event loop: results in request order; the requests are validated
         before any runs, as ``run_many``'s. Cancelling the awaiting task (a client that went away,
         ``asyncio.wait_for``'s deadline) withdraws every run of the batch that has not begun."""
-        futures = self._submit_many(requests, limits)
+        cancel = Cancel()
+        futures = self._submit_many(requests, limits, cancel)
         if not futures:
             return []
         try:
             return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
         except BaseException:
-            for f in futures:
-                f.cancel()
+            self._withdraw(futures, cancel)
             raise
 
     def _executor(self) -> ThreadPoolExecutor:

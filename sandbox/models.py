@@ -4,9 +4,12 @@ the CLI and remote executors."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import signal as _signal
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -252,3 +255,79 @@ class ExecutionResult(BaseModel):
     @classmethod
     def infrastructure_failure(cls, reason: str, *, trace_id: str | None, backend: str) -> ExecutionResult:
         return cls(trace_id=trace_id, backend=backend, sandbox_error=reason)
+
+
+CANCELLED = "cancelled by the caller"  # how a run withdrawn or killed for its caller is answered (never scored)
+_INTERRUPTS = "_sandbox_interrupts_caller"
+
+
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def cancelling(cancel: Cancel) -> Iterator[Cancel]:
+    """In this block, every ``Sandbox.run``/``run_many`` of this thread (however deep: a grader's,
+    an adapter's) is cancelled with ``cancel``: ``cancel.cancel()``, from any thread, kills their
+    runs in flight and withdraws the rest (they answer ``CANCELLED`` at once)."""
+    outer = getattr(_scope, "cancel", None)
+    _scope.cancel = cancel
+    try:
+        yield cancel
+    finally:
+        _scope.cancel = outer
+
+
+def current_cancel() -> Cancel | None:
+    """The ``cancelling`` block's cancel of this thread, if any."""
+    return getattr(_scope, "cancel", None)
+
+
+def interrupting(exc: BaseException) -> BaseException:
+    """Mark ``exc`` as raised in the caller's own thread while it waited for its run (a signal
+    handler's exception: a deadline, Ctrl-C): the run was cancelled, and the exception goes on to
+    the caller, never turned into a ``sandbox_error`` of ours."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, _INTERRUPTS, True)
+    return exc
+
+
+def interrupts_caller(exc: BaseException) -> bool:
+    return bool(getattr(exc, _INTERRUPTS, False))
+
+
+class Cancel:
+    """A batch's cancellation: ``cancel()`` withdraws its runs that have not begun and kills those
+    in flight (each backend registers how, ``on_cancel``), so that their workers are free at once.
+    Thread-safe; a callback registered after ``cancel()`` runs at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self.cancelled = False
+
+    def on_cancel(self, callback: Callable[[], None]) -> int:
+        """Run ``callback`` on ``cancel()``; the key ``forget`` takes."""
+        with self._lock:
+            if not self.cancelled:
+                self._next += 1
+                self._callbacks[self._next] = callback
+                return self._next
+        callback()
+        return 0
+
+    def forget(self, key: int) -> None:
+        with self._lock:
+            self._callbacks.pop(key, None)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+            callbacks, self._callbacks = list(self._callbacks.values()), {}
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:  # one backend's failure to kill must not keep the others alive
+                logging.getLogger("sandbox").exception("a cancellation callback failed")

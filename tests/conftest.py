@@ -137,13 +137,25 @@ def assert_contained(sandbox: Sandbox) -> None:
         left = [p for p in uid_processes(uid) if p not in waiting]
         assert not left, f"processes of sandbox uid {uid} outlived their run: {left}"
     if sandbox.backend_name == "process":  # as a normal user, runs have our uid: count instead
-        for pid in sandbox._backend.worker_pids():  # type: ignore[union-attr]
-            waiter = psutil.Process(pid).parent()
+        # each slot's waiter (the process the backend started; its only child the worker): taken
+        # from the slot, not as a worker's parent, since a slot being replaced has a waiter and no
+        # worker yet (its parent would be this process, and its tree every sandbox of ours)
+        for slot in sandbox._backend._slots:  # type: ignore[union-attr]
+            proc = slot.proc
+            if proc is None:
+                continue
+            try:
+                waiter = psutil.Process(proc.pid)
+            except psutil.NoSuchProcess:
+                continue
             # a run's last process may still be exiting: the kernel frees its namespaces' files as
             # it exits (a million hard links take seconds on a loaded machine); it must be gone soon
             deadline = time.monotonic() + 30
             while True:
-                tree = [] if waiter is None else [waiter, *waiter.children(recursive=True)]
+                try:
+                    tree = [waiter, *waiter.children(recursive=True)]
+                except psutil.NoSuchProcess:  # the slot is being replaced: its old tree is gone
+                    tree = []
                 if len(tree) <= SLOT_PROCESSES or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
