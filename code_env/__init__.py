@@ -16,7 +16,7 @@ from .judge import JudgeConfig, JudgeError, LLMJudge
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import AnyText
 from .trl import TRLReward, trl_dataset
-from .verl import compute_score, compute_score_batch
+from .verl import acompute_score, compute_score, compute_score_batch
 
 __version__ = "0.1.0"
 
@@ -36,6 +36,7 @@ __all__ = [
     "RewardConfig",
     "TRLReward",
     "__version__",
+    "acompute_score",
     "agrade",
     "agrade_many",
     "compute_score",

@@ -1,9 +1,13 @@
-"""verl: ``compute_score`` for verl's per-sample reward managers (``naive``, ``prime``, ``dapo``)
-and ``compute_score_batch`` for its ``batch`` reward manager, as a ``custom_reward_function``::
+"""verl: ``compute_score`` for verl's per-sample reward managers (``naive``, ``prime``, ``dapo``),
+``acompute_score`` for verl 0.9's reward loop (it awaits every sample of a worker's share at
+once: they are graded in one sandbox batch) and ``compute_score_batch`` for the ``batch`` reward
+manager of verl versions that have one, as a ``custom_reward_function``::
 
     custom_reward_function.path=pkg://code_env          # or the path of this file (see below)
     custom_reward_function.name=compute_score
-    # the batch form, every sample of a step in one sandbox batch:
+    # verl >= 0.9 (its reward loop; no batch manager): the samples a worker awaits together, one batch
+    reward.custom_reward_function.name=acompute_score
+    # verl < 0.9, the batch form:
     reward_model.reward_manager=batch
     custom_reward_function.name=compute_score_batch
 
@@ -21,6 +25,10 @@ This module imports ``code_env`` absolutely, so verl may also load it by its fil
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -141,6 +149,73 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     return [_score(j.grade, fallback, as_dict) for j in judged if j is not None]
 
 
+# ``acompute_score``'s batching: samples that arrive within BATCH_WINDOW_S of each other (the
+# window slides, up to BATCH_MAX_WAIT_S after the first) are graded in one ``compute_score_batch``.
+BATCH_WINDOW_S = 0.02
+BATCH_MAX_WAIT_S = 0.5
+BATCH_MAX = 4096
+
+
+class _Pending:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.started = loop.time()
+        self.rows: list[tuple[str, str, Any, Mapping[str, Any] | None]] = []
+        self.futures: list[asyncio.Future[Score]] = []
+        self.timer: asyncio.TimerHandle | None = None
+
+
+_pending: dict[tuple[int, str], _Pending] = {}
+
+
+async def acompute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+                         **kwargs: Any) -> Score:  # fmt: skip
+    """``compute_score`` as a coroutine, for verl's reward loop (verl >= 0.9: its reward loop
+    workers await an async ``compute_score`` for every sample of their share of the batch at
+    once, with the default ``naive`` reward manager; verl 0.9.1 has no ``batch`` manager): the
+    samples that arrive together are graded in one ``compute_score_batch``, one sandbox batch,
+    by a grading thread while the event loop goes on. Same arguments and keywords as
+    ``compute_score`` (samples with other keywords are batched apart)."""
+    loop = asyncio.get_running_loop()
+    key = (id(loop), json.dumps(kwargs, sort_keys=True, default=repr))
+    batch = _pending.get(key)
+    if batch is None:
+        batch = _pending[key] = _Pending(loop)
+    future: asyncio.Future[Score] = loop.create_future()
+    batch.rows.append((data_source, solution_str, ground_truth, extra_info))
+    batch.futures.append(future)
+    if batch.timer is not None:
+        batch.timer.cancel()
+    due = min(BATCH_WINDOW_S, max(0.0, batch.started + BATCH_MAX_WAIT_S - loop.time()))
+    batch.timer = loop.call_later(0.0 if len(batch.rows) >= BATCH_MAX else due, _flush, key, kwargs)
+    return await future
+
+
+def _flush(key: tuple[int, str], kwargs: dict[str, Any]) -> None:
+    batch = _pending.pop(key, None)
+    if batch is None:
+        return
+    from code_env.grading import _grading_executor
+
+    sources, solutions, truths, infos = (list(col) for col in zip(*batch.rows, strict=True))
+    job = _grading_executor().submit(compute_score_batch, sources, solutions, truths, infos, **kwargs)
+
+    def deliver(done: concurrent.futures.Future[list[Score]]) -> None:
+        def settle() -> None:
+            error = done.exception()
+            for k, f in enumerate(batch.futures):
+                if f.done():
+                    continue
+                if error is not None:
+                    f.set_exception(error)
+                else:
+                    f.set_result(done.result()[k])
+
+        batch.loop.call_soon_threadsafe(settle)
+
+    job.add_done_callback(deliver)
+
+
 class _Log:
     """A process's trajectory log in one directory, and how many samples it has counted."""
 
@@ -199,14 +274,68 @@ def _score(g: Grade, fallback: float, as_dict: bool) -> Score:
     }
 
 
+def in_outs_task(ground_truth: Mapping[str, Any]) -> Task:
+    """A task from verl's usual code ground truth (APPS, TACO, CodeContests, PRIME as verl's
+    recipes carry them): ``{"inputs": [...], "outputs": [...]}``, with ``"fn_name"`` for a
+    call-based problem.
+
+    * Without ``fn_name``: stdio tests; an input is the program's stdin (a list of lines is joined
+      with newlines), an output its expected stdout (compared as the stdio comparator does:
+      trailing whitespace of lines and the end ignored).
+    * With ``fn_name``: function tests; an input is the list of arguments (a single non-list
+      value: one argument), an output the expected return value, compared as is (APPS wraps some
+      in a one-element list: unwrap them in the dataset).
+    * The split: with one test, it is the public test and the hidden one (a program passing it
+      earns 1.0, as in verl's own score); with n >= 2, the first ``max(1, min(3, n // 2))`` are
+      public (their results are feedback) and the rest hidden.
+
+    The task's id is ``verl/<hash>`` of the ground truth (the same rows, the same id in logs);
+    its limits are the defaults of ``registry.Task`` (2 s, 256 MiB)."""
+    inputs, outputs = ground_truth.get("inputs"), ground_truth.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs or len(inputs) != len(outputs):
+        raise ValueError("ground_truth: expected {'inputs': [...], 'outputs': [...]} with as many outputs as inputs "
+                         f"(at least one), got {len(inputs) if isinstance(inputs, list) else type(inputs).__name__} inputs "
+                         f"and {len(outputs) if isinstance(outputs, list) else type(outputs).__name__} outputs")  # fmt: skip
+    fn_name = ground_truth.get("fn_name")
+    cases: list[registry.TestCase] = []
+    for i, (given, expected) in enumerate(zip(inputs, outputs, strict=True)):
+        if fn_name:
+            cases.append(registry.TestCase(args=given if isinstance(given, list) else [given], expected=expected))
+            continue
+        stdin = "\n".join(map(str, given)) + "\n" if isinstance(given, list) else given
+        out = "\n".join(map(str, expected)) + "\n" if isinstance(expected, list) else expected
+        if not isinstance(stdin, str) or not isinstance(out, str):
+            raise ValueError(f"ground_truth: inputs[{i}] and outputs[{i}] of a stdio problem (no fn_name) must be text")
+        cases.append(registry.TestCase(stdin=stdin, expected_stdout=out))
+    n = len(cases)
+    public, hidden = (cases, cases) if n == 1 else (cases[: max(1, min(3, n // 2))], cases[max(1, min(3, n // 2)) :])
+    digest = hashlib.sha256(json.dumps(ground_truth, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    try:
+        return Task(problem_id=f"verl/{digest}", prompt="", kind="function" if fn_name else "stdio",
+                    entry_point=str(fn_name) if fn_name else None, reference_solution="", public_tests=public,
+                    hidden_tests=hidden, source="verl ground truth")  # fmt: skip
+    except ValidationError as exc:
+        raise ValueError(f"ground_truth: {first_error(exc)}") from None
+
+
 def _task(data_source: str, ground_truth: Any) -> Task:
+    if isinstance(ground_truth, Mapping):
+        return in_outs_task(ground_truth)
     if not isinstance(ground_truth, str):
-        raise TypeError(f"ground_truth: expected a problem id or a Task as JSON (str), got {type(ground_truth).__name__}")
+        raise TypeError(f"ground_truth: expected a problem id, a Task as JSON or verl's {{'inputs', 'outputs'}} (a mapping "
+                        f"or its JSON), got {type(ground_truth).__name__}")  # fmt: skip
     if ground_truth.lstrip().startswith("{"):
         try:
-            return Task.model_validate_json(ground_truth)
+            raw = json.loads(ground_truth)
+        except ValueError as exc:
+            raise ValueError(f"ground_truth is not JSON: {exc}") from None
+        if isinstance(raw, dict) and "inputs" in raw and "outputs" in raw:
+            return in_outs_task(raw)
+        try:
+            return Task.model_validate(raw)
         except ValidationError as exc:
-            raise ValueError(f"ground_truth is not a Task: {first_error(exc, prefix='task.')}") from None
+            raise ValueError(f"ground_truth is neither a Task nor verl's {{'inputs', 'outputs'}}: "
+                             f"{first_error(exc, prefix='task.')}") from None  # fmt: skip
     try:
         return resolve_task(ground_truth, what="ground_truth")
     except registry.UnknownTaskError:

@@ -18,7 +18,7 @@ from code_env import compute_score, compute_score_batch
 from code_env.verl import SANDBOX_ERROR_SCORE
 from sandbox import ExecutionResult, RunRequest
 
-from .conftest import get_sandbox
+from .conftest import CountingRunner, get_sandbox
 
 TASKS = registry.load("builtin")
 EVENS = registry.get(TASKS, "builtin/sum-of-evens")
@@ -66,7 +66,6 @@ def test_batch_reward_manager_call_gives_what_the_per_sample_form_gives() -> Non
 
 
 def test_the_batch_is_one_sandbox_batch_per_phase() -> None:
-    from .conftest import CountingRunner
 
     runner = CountingRunner()
     compute_score_batch(["builtin"] * 8, [EVENS.reference_solution, WRONG] * 4, [EVENS.problem_id] * 8, sandbox=runner)
@@ -112,11 +111,11 @@ def test_ground_truth_forms() -> None:
     sb = get_sandbox("process")
     assert compute_score("my-dataset", EVENS.reference_solution, EVENS.model_dump_json(), sandbox=sb) == 1.0
     assert compute_score("builtin", EVENS.reference_solution, None, {"problem_id": EVENS.problem_id}, sandbox=sb) == 1.0
-    with pytest.raises(ValueError, match=r"ground_truth is not a Task: task\.prompt: Field required"):
+    with pytest.raises(ValueError, match=r"ground_truth is neither a Task nor verl's \{'inputs', 'outputs'\}: task\.prompt: Field required"):
         compute_score("my-dataset", "x", json.dumps({"problem_id": "x"}))
     with pytest.raises(registry.UnknownTaskError, match="did you mean 'builtin/sum-of-evens'"):
         compute_score("builtin", "x", "builtin/sum-of-evenz")
-    with pytest.raises(TypeError, match="ground_truth: expected a problem id or a Task as JSON"):
+    with pytest.raises(TypeError, match="ground_truth: expected a problem id, a Task as JSON or verl's"):
         compute_score("builtin", "x", None)
 
 
@@ -163,3 +162,59 @@ def test_samples_are_logged_as_whole_replayable_records(tmp_path: Path) -> None:
     assert report.ok and report.steps == 7, report.summary()
     with pytest.raises(ValueError, match="log_every: expected an integer >= 1, got 0"):
         compute_score("builtin", WRONG, EVENS.problem_id, None, log_dir=str(tmp_path / "other"), log_every=0)
+
+
+# --------------------------------------------------------------------------- verl's own ground truths
+
+
+FIZZ_IN_OUTS = {"inputs": [c.stdin for c in [*FIZZ.public_tests, *FIZZ.hidden_tests]],
+                "outputs": [c.expected_stdout for c in [*FIZZ.public_tests, *FIZZ.hidden_tests]]}  # fmt: skip
+EVENS_IN_OUTS = {"fn_name": "sum_of_evens", "inputs": [c.args for c in [*EVENS.public_tests, *EVENS.hidden_tests]],
+                 "outputs": [c.expected for c in [*EVENS.public_tests, *EVENS.hidden_tests]]}  # fmt: skip
+
+
+def test_verls_inputs_outputs_ground_truths_are_tasks_as_they_are() -> None:
+    sb = get_sandbox("process")
+    for truth in (FIZZ_IN_OUTS, json.dumps(FIZZ_IN_OUTS)):  # a mapping, or its JSON (as parquet keeps it)
+        assert compute_score("codecontests", f"```python\n{FIZZ.reference_solution}```", truth, sandbox=sb) == 1.0
+    wrong = compute_score("codecontests", "```python\nprint(1)\n```", FIZZ_IN_OUTS, sandbox=sb, return_dict=True)
+    assert wrong["score"] < 0.8 and wrong["public_total"] + wrong["hidden_total"] == len(FIZZ_IN_OUTS["inputs"])
+    # the split: the first max(1, min(3, n // 2)) tests are public, the rest hidden
+    n = len(FIZZ_IN_OUTS["inputs"])
+    assert (wrong["public_total"], wrong["hidden_total"]) == (max(1, min(3, n // 2)), n - max(1, min(3, n // 2)))
+    # call-based (fn_name): the inputs are the arguments, the outputs the values
+    right = compute_score("apps", f"```python\n{EVENS.reference_solution}```", json.dumps(EVENS_IN_OUTS), sandbox=sb,
+                          return_dict=True)  # fmt: skip
+    assert (right["score"], right["tier"]) == (1.0, "all_tests")
+    # one test: public and hidden both, so that passing it earns 1.0
+    one = {"inputs": ["3\n"], "outputs": ["1\n2\nFizz\n"]}
+    assert compute_score("x", f"```python\n{FIZZ.reference_solution}```", one, sandbox=sb) == 1.0
+    for bad, message in [({"inputs": ["1"], "outputs": []}, "as many outputs as inputs"),
+                         ({"inputs": [1], "outputs": ["1"]}, "must be text"),
+                         ('{"inputs": [', "ground_truth is not JSON")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            compute_score("x", "print(1)", bad, sandbox=sb)
+
+
+def test_acompute_score_batches_what_verls_reward_loop_awaits_together() -> None:
+    """verl 0.9's reward loop worker: ``asyncio.gather`` of one ``compute_score`` per sample, each
+    after its own decode; an async one is awaited in the loop. The samples go in one batch."""
+    import asyncio
+
+    from code_env import acompute_score
+
+    right = f"```python\n{EVENS.reference_solution}```"
+    rows = [(right if i % 2 == 0 else "```python\ndef sum_of_evens(nums):\n    return 0\n```") for i in range(12)]
+    together, apart = CountingRunner(), CountingRunner()
+
+    async def loop() -> list[Any]:
+        async def one(i: int, solution: str) -> Any:
+            await asyncio.sleep(0.001 * (i % 4))  # (each sample's decode in the executor)
+            return await acompute_score(data_source="builtin", solution_str=solution, ground_truth=EVENS.problem_id,
+                                        extra_info={"index": i}, sandbox=together, return_dict=True)  # fmt: skip
+        return await asyncio.gather(*(one(i, s) for i, s in enumerate(rows)))
+
+    scores = asyncio.run(loop())
+    expected = compute_score_batch(["builtin"] * 12, rows, [EVENS.problem_id] * 12, sandbox=apart, return_dict=True)
+    assert [s["score"] for s in scores] == [s["score"] for s in expected] and [s["tier"] for s in scores][:2] == ["all_tests", "partial"]
+    assert together.batches == apart.batches, (together.batches, apart.batches)  # one batch's runs, as the batch form
