@@ -186,6 +186,45 @@ def default_executor(backend: str, executor: Runner | str | None = None) -> Runn
     return sandbox
 
 
+class PicklableEnv:
+    """What makes an env picklable and deep-copyable (``copy.deepcopy``, ``pickle``,
+    ``cloudpickle``: Ray's and RLlib's remote env runners, SB3's ``SubprocVecEnv``): its executor
+    and its trajectory logger belong to the process (worker processes, open files), so they are
+    left out and made again where the copy lands: the process-wide sandbox of the same backend
+    (or the process-wide ``RayExecutor``), a logger of the same configuration. An env made with an
+    executor object of its own (a ``Sandbox`` instance) cannot be copied: a ``TypeError`` says to
+    make it with ``executor="local"`` or ``"ray"``."""
+
+    _executor_spec: str | None
+    _backend_name: str
+    executor: Runner
+
+    def _remember_executor(self, executor: Runner | str | None, backend: str) -> None:
+        self._backend_name = backend
+        if executor is None or isinstance(executor, str):
+            self._executor_spec = executor or "local"
+        else:  # None: an object of its own, which no copy can share
+            self._executor_spec = "local" if executor is shared_sandbox(backend) else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._executor_spec is None:
+            raise TypeError(f"{type(self).__name__} with an executor object of its own ({type(self.executor).__name__}) "
+                            "cannot be pickled or copied: its workers are this process's; make the env with "
+                            "executor='local' (or 'ray') and each copy uses its own process's")  # fmt: skip
+        state = dict(self.__dict__)
+        state.pop("executor", None)
+        state["logger"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.executor = default_executor(self._backend_name, self._executor_spec)
+        self.logger = self._make_logger()
+
+    def _make_logger(self) -> Any:
+        raise NotImplementedError
+
+
 def requested_task(options: dict[str, Any] | None, tasks: list[Task], by_id: dict[str, Task],
                    known: tuple[str, ...] = ()) -> Task | None:  # fmt: skip
     """The task that ``reset(options={"problem_id": ...})`` asks for (None: draw one); unknown
@@ -317,7 +356,7 @@ def evaluate(items: Sequence[tuple[Task, str]], *, executor: Runner | str | None
     ]  # fmt: skip
 
 
-class CodeExecEnv(gym.Env[dict[str, Any], str]):
+class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
     """Write a program for a task; it runs in a hardened sandbox against the task's tests.
 
     ## Action space
@@ -428,6 +467,7 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
                                  f"stdio tasks only (function tasks take {', '.join(FUNCTION_DRIVERS)})")  # fmt: skip
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(self.config.backend, executor)
+        self._remember_executor(executor, self.config.backend)
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
         self.logger = self.config.logger()
         self.action_space = AnyText(self.config.max_action_chars)
@@ -761,6 +801,9 @@ class CodeExecEnv(gym.Env[dict[str, Any], str]):
             lines.append(f"stderr{f' (last {RENDER_STDERR_LINES} of {len(stderr)} lines)' if cut else ''}:")
             lines += ["  " + _short(line, 200) for line in stderr[-RENDER_STDERR_LINES:]]
         return lines
+
+    def _make_logger(self) -> Any:
+        return self.config.logger()
 
     def close(self) -> None:
         if self.logger is not None:

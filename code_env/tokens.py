@@ -25,6 +25,7 @@ from ._textimage import GREEN, RED, text_image
 from ._visible import visible
 from .env import (
     EnvConfig,
+    PicklableEnv,
     check_render_mode,
     default_executor,
     requested_task,
@@ -107,7 +108,7 @@ def _encode(v: Any) -> tuple[float, float]:
     return float(np.clip(log, -1.0, 1.0)), float(np.clip(v / LINEAR_SCALE, -1.0, 1.0))
 
 
-class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
+class CodeExecTokensEnv(PicklableEnv, gym.Env[np.ndarray, np.int64]):
     """Write ``f(x)`` token by token for a ``synthetic:arith`` task; the program runs in the sandbox.
 
     A task of the ``synthetic:arith`` family asks for an integer function ``f(x)`` given
@@ -245,6 +246,7 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
         self.tasks: list[Task] = registry.load("synthetic:arith", n=n_tasks, seed=task_seed, difficulty=difficulty)
         self._by_id = {t.problem_id: t for t in self.tasks}
         self.executor: Runner = default_executor(backend, executor)
+        self._remember_executor(executor, backend)
         self.n_examples = max(len(t.public_tests) for t in self.tasks)
         n_ex = EXAMPLE_FEATURES * self.n_examples
         low = np.concatenate([np.tile(np.array([0, -1, -1, -1, -1], np.float32), self.n_examples),
@@ -269,6 +271,9 @@ class CodeExecTokensEnv(gym.Env[np.ndarray, np.int64]):
                                     log_dir=None if log_dir is None else str(log_dir), log_every=log_every,
                                     log_max_bytes=log_max_bytes, log_text_bytes=log_text_bytes)  # fmt: skip
         self.logger = self.log_config.logger()
+
+    def _make_logger(self) -> Any:
+        return self.log_config.logger()
 
     @property
     def task(self) -> Task | None:

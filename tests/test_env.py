@@ -38,6 +38,7 @@ from code_env.env import task_prompt
 from code_env.reward import RewardConfig
 from code_env.spaces import AnyText, SharedTexts
 from registry import Task
+from sandbox import Sandbox
 
 from .conftest import BACKENDS, CountingRunner, get_sandbox
 
@@ -623,3 +624,33 @@ def test_every_backend_judges_alike(backend: str) -> None:
             env.reset(seed=0, options={"problem_id": task.problem_id})
             rewards.append(env.step(program)[1])
     assert rewards == [1.0, -1.0, -0.5] * 2
+
+
+def test_the_envs_pickle_and_copy_with_the_process_wide_sandbox() -> None:
+    """Ray's and RLlib's remote runners (cloudpickle), SubprocVecEnv and deepcopy copy an env:
+    the copy gets the process-wide sandbox of its own process, and steps as the original does."""
+    import copy
+    import pickle
+
+    import cloudpickle
+
+    import code_env.tokens
+
+    task = registry.resolve("builtin/sum-of-evens")
+    for make in (lambda: code_env.CodeExecEnv(), lambda: code_env.tokens.CodeExecTokensEnv()):
+        env = make()
+        for copied in (pickle.loads(pickle.dumps(env)), pickle.loads(cloudpickle.dumps(env)), copy.deepcopy(env)):
+            assert copied.executor is env.executor  # (this process's)
+            if isinstance(env, code_env.CodeExecEnv):
+                copied.reset(seed=0, options={"problem_id": task.problem_id})
+                assert copied.step(task.reference_solution)[1] == 1.0
+            else:
+                copied.reset(seed=0)
+                rewards = [copied.step(a)[1] for a in copied.reference_actions()]
+                assert rewards[-1] == 1.0
+    own = Sandbox(workers=1)
+    try:
+        with pytest.raises(TypeError, match="executor object of its own \\(Sandbox\\) cannot be pickled or copied"):
+            pickle.dumps(code_env.CodeExecEnv(executor=own))
+    finally:
+        own.close()
