@@ -41,7 +41,7 @@ from registry.verify import FUNCTION_DRIVERS, Runner
 from sandbox.languages import resolve as resolve_language
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
-from .grading import Grade, Judged, default_sandbox, judge_many, program_language
+from .grading import Grade, Judged, default_sandbox, grade_many, judge_many, program_language
 from .records import grade_record
 from .reward import RewardConfig
 from .tracing import trace_id
@@ -403,3 +403,100 @@ def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: Promp
         raise ModuleNotFoundError("code_env.trl_dataset needs the 'datasets' package: pip install 'code-env[trl]'",
                                   name="datasets") from exc  # fmt: skip
     return ds.Dataset.from_list(trl_rows(tasks, format=format, system_prompt=system_prompt, language=language, **params))
+
+
+class CodeExecTools:
+    """A TRL ``environment_factory`` for ``GRPOTrainer``: the model calls tools while it writes
+    (TRL exposes every public method but ``reset`` and ``get_reward`` as a tool), and the episode's
+    reward is ``grade``'s for the program it submitted::
+
+        trainer = GRPOTrainer(model=..., train_dataset=code_env.trl_dataset("builtin"),
+                              environment_factory=CodeExecTools)           # or functools.partial(CodeExecTools, "humaneval")
+
+    TRL makes one instance per rollout and calls ``reset(**row)`` with the dataset's row (its
+    ``problem_id`` names the task, ``id_column`` to rename it); the tools are ``run_tests(code)``
+    (the public tests, with the per-test feedback ``CodeExec-v0`` gives: no hidden test, no
+    expected value beyond the public ones) and ``submit(code)`` (public and hidden, the reward
+    ladder; the last submission counts). ``get_reward()``: the submitted program's grade; with no
+    submission, the grade of the last program given to ``run_tests``, else of an empty program
+    (the "no attempt" tier). ``max_test_runs`` bounds ``run_tests`` calls per episode. A sample
+    the sandbox failed on gets ``None`` (TRL leaves it out), as ``TRLReward`` gives."""
+
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
+                 config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
+                 language: str = "python", max_test_runs: int = 8) -> None:  # fmt: skip
+        if isinstance(max_test_runs, bool) or not isinstance(max_test_runs, int) or max_test_runs < 0:
+            raise ValueError(f"max_test_runs: expected an integer >= 0, got {max_test_runs!r}")
+        self._config = reward_config(config)
+        self._tasks = {t.problem_id: t for t in load_tasks(tasks)}
+        self._language = program_language(language)
+        self._sandbox = sandbox
+        self._id_column = id_column
+        self._max_test_runs = max_test_runs
+        self._task: Task | None = None
+        self._submitted: str | None = None
+        self._tested: str | None = None
+        self._test_runs = 0
+
+    def reset(self, **row: Any) -> str | None:
+        """A new episode, for the dataset row TRL gives (its ``problem_id`` names the task)."""
+        if self._id_column not in row:
+            raise KeyError(f"CodeExecTools.reset: the dataset row has no {self._id_column!r} column (id_column=); "
+                           f"it has {sorted(row)}")  # fmt: skip
+        problem_id = row[self._id_column]
+        task = self._tasks.get(problem_id) if isinstance(problem_id, str) else None
+        self._task = task or resolve_task(problem_id, list(self._tasks.values()), what=self._id_column)
+        self._submitted = self._tested = None
+        self._test_runs = 0
+        return ("Tools: run_tests(code) runs a complete program against the public tests and shows each result; "
+                "submit(code) hands in the final program, graded on public and hidden tests.")  # fmt: skip
+
+    def run_tests(self, code: str) -> str:
+        """Run a complete program against the task's public tests.
+
+        Args:
+            code: The whole program, as it would be submitted.
+
+        Returns:
+            One line per public test (passed or failed, the input, the expected and the actual output, the error), and what the program printed.
+        """
+        task = self._current()
+        if self._test_runs >= self._max_test_runs:
+            return f"run_tests: the budget of {self._max_test_runs} test runs for this task is spent; submit(code) to finish"
+        self._test_runs += 1
+        self._tested = code
+        g = grade_many([(task, code)], sandbox=self._sandbox, config=self._config, hidden=False, language=self._language)[0]
+        if g.sandbox_error is not None:
+            return "run_tests: the sandbox failed (not your program's fault); try again"
+        lines = [f"{g.breakdown.public_passed}/{g.breakdown.public_total} public tests passed ({g.breakdown.tier})"]
+        for c in g.feedback:
+            line = f"- test {c.index}: {c.status}; input {c.input}; expected {c.expected}; got {c.got}"
+            lines.append(line + (f"; {c.error}" if c.error else ""))
+        if g.run.stdout or g.run.stderr:
+            lines.append(f"stdout: {g.run.stdout[-2000:]}\nstderr: {g.run.stderr[-2000:]}")
+        return "\n".join(lines)
+
+    def submit(self, code: str) -> str:
+        """Hand in the final program: it is graded on the public and the hidden tests, and the episode's reward is its grade.
+
+        Args:
+            code: The whole program.
+
+        Returns:
+            That the program was received (the grade comes as the reward).
+        """
+        self._current()
+        self._submitted = code
+        return "submitted"
+
+    def get_reward(self) -> float | None:
+        """The episode's reward: ``grade``'s for the submitted program (see the class)."""
+        task = self._current()
+        program = self._submitted if self._submitted is not None else self._tested if self._tested is not None else ""
+        g = grade_many([(task, program)], sandbox=self._sandbox, config=self._config, language=self._language)[0]
+        return g.reward
+
+    def _current(self) -> Task:
+        if self._task is None:
+            raise RuntimeError("CodeExecTools: a tool was called before reset()")
+        return self._task

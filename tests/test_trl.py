@@ -4,6 +4,7 @@ CPU, no downloads)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -269,3 +270,41 @@ def test_grpo_trainer_trains_on_code_env_rewards(tmp_path: Path, fmt: str) -> No
         assert all(r["prompt"] != r["task"]["prompt"] and isinstance(r["prompt"], str) for r in records)  # templated
     report = replay(tmp_path / "traj")
     assert report.ok and report.steps == 16, report.summary()
+
+
+def test_code_exec_tools_is_an_environment_factory_as_trl_reads_one() -> None:
+    """``environment_factory=CodeExecTools``: TRL lists the class's public functions but ``reset``
+    and ``get_reward`` as tools (their schemas from the signatures and docstrings, as
+    transformers' ``get_json_schema`` makes them), calls ``reset(**row)`` per rollout and
+    ``get_reward()`` at its end."""
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    from code_env.trl import CodeExecTools
+
+    tools = [n for n, _ in inspect.getmembers(CodeExecTools, predicate=inspect.isfunction)
+             if n not in ("reset", "get_reward") and not n.startswith("_")]  # fmt: skip
+    assert tools == ["run_tests", "submit"]
+    env = CodeExecTools(sandbox=get_sandbox("process"), max_test_runs=2)
+    for name in tools:
+        schema = get_json_schema(getattr(env, name))["function"]
+        assert schema["name"] == name and schema["parameters"]["required"] == ["code"] and schema["description"]
+    task = registry.resolve("builtin/sum-of-evens")
+    row = {"prompt": [{"role": "user", "content": task.prompt}], "problem_id": task.problem_id}
+    assert "run_tests(code)" in (env.reset(**row) or "")
+    assert env.get_reward() == -0.5  # nothing written: the no-attempt tier
+    shown = env.run_tests("def sum_of_evens(nums):\n    return 0\n")
+    assert shown.startswith("2/3 public tests passed") and "expected 6; got 0" in shown
+    hidden = [json.dumps(c.args)[1:-1] for c in task.hidden_tests if c.args not in [p.args for p in task.public_tests]]
+    assert not any(h in shown for h in hidden)  # the hidden tests never reach the model
+    assert env.get_reward() == pytest.approx(0.4)  # no submission: the last program tested
+    env.run_tests("x = 1")
+    assert "budget of 2 test runs" in env.run_tests("x = 2")
+    assert env.submit(task.reference_solution) == "submitted" and env.get_reward() == 1.0
+    env.reset(**row)  # a new rollout starts clean
+    assert env.get_reward() == -0.5
+    with pytest.raises(KeyError, match="no 'problem_id' column"):
+        env.reset(prompt="x")
+    with pytest.raises(RuntimeError, match="before reset"):
+        CodeExecTools().run_tests("x")
