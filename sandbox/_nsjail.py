@@ -82,7 +82,7 @@ from typing import Any
 from . import _child, _host, _monitor, _paths, _seccomp
 from .errors import BackendUnavailableError, IsolationUnavailableError
 from .languages import toolchain_paths
-from .models import CANCELLED, Cancel, ExecutionResult, Limits, interrupting, interrupts_caller
+from .models import CANCELLED, Cancel, ExecutionResult, Limits
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 INSTALL_HINT = (
@@ -555,8 +555,6 @@ class NsjailBackend:
         try:
             result = self._run(slot, payload["code"], payload["stdin"], limits, trace_id, command, collect, hide, cancel)
         except Exception as exc:
-            if interrupts_caller(exc):
-                raise
             return self._failure(f"{type(exc).__name__}: {exc}", trace_id)
         finally:
             self._slots.put(slot)
@@ -681,9 +679,9 @@ class NsjailBackend:
                         sysinfo=_monitor.sysinfo_reply(limit_bytes),
                     )
                 )
-            except BaseException as exc:
+            except BaseException:
                 _close_if_same(in_w, in_ino)  # unless the monitor got to close it
-                raise interrupting(exc) from None  # (its caller's: the jail is killed below)
+                raise
             finally:
                 if cancel is not None:
                     cancel.forget(withdraw)

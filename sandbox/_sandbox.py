@@ -183,7 +183,11 @@ class Sandbox:
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
         lang = self._language(language)
-        return self._run_checked(code, stdin, lim, trace_id, language=lang, cancel=current_cancel())
+        # (on the pool's thread, as run_many's: this thread only waits, so that whatever interrupts
+        # it, a signal handler's exception, is told from a failure of the machinery)
+        cancel = Cancel()
+        future = self._executor().submit(self._run_checked, code, stdin, lim, trace_id, time.monotonic(), lang, cancel)
+        return self._wait([future], cancel)[0]
 
     def check_language(self, name: str) -> str:
         """The canonical name of ``name`` (``sandbox.languages``) if this sandbox runs it here;
@@ -298,9 +302,14 @@ class Sandbox:
         requests are validated before any runs, so a bad one raises without wasting the others.
         """
         cancel = Cancel()
-        outer = current_cancel()  # a cancelling() block's: it cancels this batch too
+        return self._wait(self._submit_many(requests, limits, cancel), cancel, progress=progress)
+
+    def _wait(self, futures: list[Future[ExecutionResult]], cancel: Cancel, *, progress: bool = False) -> list[ExecutionResult]:
+        """The results of ``futures``, in order. This thread only waits: an exception raised in it
+        meanwhile (KeyboardInterrupt, a signal handler's deadline) withdraws the batch (nothing of it
+        runs on) and goes on to the caller; so does a ``cancelling()`` block's cancel."""
+        outer = current_cancel()
         link = 0 if outer is None else outer.on_cancel(cancel.cancel)
-        futures = self._submit_many(requests, limits, cancel)
         try:
             if progress:
                 from concurrent.futures import as_completed
@@ -310,7 +319,7 @@ class Sandbox:
                 for _ in tqdm(as_completed(futures), total=len(futures), desc="sandbox", unit="run"):
                     pass
             return [f.result() for f in futures]
-        except BaseException:  # interrupted (KeyboardInterrupt, a timeout's exception): nothing of it runs on
+        except BaseException:
             self._withdraw(futures, cancel)
             raise
         finally:

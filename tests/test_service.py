@@ -237,6 +237,9 @@ def test_sizes_and_the_bounded_queue_are_refused_before_anything_runs() -> None:
         assert r.status_code == 413 and "a batch of 4" in r.json()["detail"]
         r = post(srv, "/run_code", {"code": "print(1)", "stdin": "x" * (100 << 10)})
         assert r.status_code == 413
+        chunks = (b'{"code": "print(1)", "stdin": "' + b"x" * (16 << 10) if i == 0 else b"x" * (16 << 10) for i in range(8))
+        r = requests.post(srv.url + "/run_code", data=chunks, headers={"Content-Type": "application/json"}, timeout=60)
+        assert r.status_code == 413, r.text  # sent in chunks, no length said: counted as it comes
         # the queue: 3 slow runs admitted, the next 3 would pass 4: 429 with Retry-After
         slow = threading.Thread(target=post, args=(srv, "/v1/run_many", {"requests": [{"code": "import time; time.sleep(1.5)"}] * 3}))
         slow.start()
