@@ -39,6 +39,7 @@ from .grading import (
     RunSummary,
     Scored,
     grade_many,
+    is_shared_sandbox,
     overflow_breakdown,
     resolve_executor,
     run_rounds,
@@ -204,7 +205,7 @@ class PicklableEnv:
         if executor is None or isinstance(executor, str):
             self._executor_spec = executor or "local"
         else:  # None: an object of its own, which no copy can share
-            self._executor_spec = "local" if executor is shared_sandbox(backend) else None
+            self._executor_spec = "local" if is_shared_sandbox(executor, backend) else None
 
     def __getstate__(self) -> dict[str, Any]:
         if self._executor_spec is None:

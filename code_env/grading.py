@@ -52,6 +52,12 @@ def shared_sandbox(backend: str = "auto") -> Sandbox:
         return _shared[key]
 
 
+def is_shared_sandbox(runner: object, backend: str = "auto") -> bool:
+    """Whether ``runner`` is this process's shared sandbox of ``backend`` (never makes one)."""
+    with _lock:
+        return runner is _shared.get((backend, os.getpid()))
+
+
 def default_sandbox() -> Sandbox:
     """The shared sandbox of the default backend."""
     return shared_sandbox("auto")

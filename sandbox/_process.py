@@ -29,7 +29,7 @@ from . import _child, _host, _monitor, _paths, _seccomp
 from ._programs import program_imports
 from .errors import IsolationUnavailableError, SandboxClosedError
 from .languages import toolchain_paths
-from .models import CANCELLED, QUEUE_TIMEOUT, Cancel, ExecutionResult, Limits, interrupting
+from .models import CANCELLED, QUEUE_TIMEOUT, Cancel, ExecutionResult, Limits
 
 log = logging.getLogger("sandbox.process")
 
@@ -441,9 +441,9 @@ class ProcessBackend:
             key = 0 if cancel is None else cancel.on_cancel(lambda slot=slot, call=call: self._cancel(slot, call))  # type: ignore[misc]
             try:
                 call.done.wait()
-            except BaseException as exc:  # this thread was interrupted: its run must not keep the worker
+            except BaseException:  # this thread was interrupted: its run must not keep the worker
                 self._cancel(slot, call)
-                raise interrupting(exc) from None
+                raise
             finally:
                 if cancel is not None:
                     cancel.forget(key)

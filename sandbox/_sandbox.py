@@ -27,7 +27,6 @@ from .models import (
     check_payload,
     coerce_requests,
     current_cancel,
-    interrupts_caller,
     resolve_limits,
 )
 
@@ -253,8 +252,6 @@ class Sandbox:
             if compiled is not None:
                 result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
-            if interrupts_caller(exc):  # ... but the caller's own interruption is the caller's
-                raise
             log.exception("the %s backend failed on %s", backend.name, tid)
             result = ExecutionResult.infrastructure_failure(
                 f"{backend.name} backend: {type(exc).__name__}: {exc}", trace_id=tid, backend=backend.name

@@ -258,7 +258,6 @@ class ExecutionResult(BaseModel):
 
 
 CANCELLED = "cancelled by the caller"  # how a run withdrawn or killed for its caller is answered (never scored)
-_INTERRUPTS = "_sandbox_interrupts_caller"
 
 
 _scope = threading.local()
@@ -280,19 +279,6 @@ def cancelling(cancel: Cancel) -> Iterator[Cancel]:
 def current_cancel() -> Cancel | None:
     """The ``cancelling`` block's cancel of this thread, if any."""
     return getattr(_scope, "cancel", None)
-
-
-def interrupting(exc: BaseException) -> BaseException:
-    """Mark ``exc`` as raised in the caller's own thread while it waited for its run (a signal
-    handler's exception: a deadline, Ctrl-C): the run was cancelled, and the exception goes on to
-    the caller, never turned into a ``sandbox_error`` of ours."""
-    with contextlib.suppress(AttributeError, TypeError):
-        setattr(exc, _INTERRUPTS, True)
-    return exc
-
-
-def interrupts_caller(exc: BaseException) -> bool:
-    return bool(getattr(exc, _INTERRUPTS, False))
 
 
 class Cancel:
