@@ -7,8 +7,11 @@ Two APIs side by side:
   ``cpp``, ...), ``stdin``, ``run_timeout``, ``compile_timeout``, ``memory_limit_MB``, ``files``,
   ``fetch_files`` → ``status`` (``Success`` / ``Failed`` / ``SandboxError``), ``message``,
   ``compile_result``, ``run_result`` (``status`` ``Finished`` / ``TimeLimitExceeded`` / ``Error``,
-  ``execution_time`` in seconds, ``return_code``, ``stdout``, ``stderr``), ``files``.
-* Ours, versioned: ``POST /v1/run_many`` (order-preserving batches of ``RunRequest``),
+  ``execution_time`` in seconds, ``return_code``, ``stdout``, ``stderr``), ``files``. ``files``
+  (relative path -> base64) go into the run's work dir; ``fetch_files`` (relative paths) come
+  back base64 in ``files`` (``Sandbox.run(files=..., fetch_files=...)``).
+* Ours, versioned: ``POST /v1/run_many`` (order-preserving batches of ``RunRequest``, whose
+  ``files`` are base64 in JSON, as the results' are),
   ``POST /v1/grade`` and ``/v1/grade_many`` (by task id: the hidden tests and expected values
   stay here, the client sends code; or an inline task), ``GET /v1/tasks``, ``/healthz``,
   ``/metrics`` (Prometheus text), the OpenAPI schema at ``/openapi.json``.
@@ -136,7 +139,8 @@ def fusion_response(res: ExecutionResult) -> RunCodeResponse:
     ok = not res.timeout_hit and run_result.return_code == 0
     message = "" if ok else ("out of memory" if res.oom else "time limit exceeded" if res.timeout_hit else "")
     return RunCodeResponse(status="Success" if ok else "Failed", message=message, compile_result=compile_result,
-                           run_result=run_result)  # fmt: skip
+                           run_result=run_result,
+                           files={k: base64.b64encode(v).decode("ascii") for k, v in res.files.items()})  # fmt: skip
 
 
 # --------------------------------------------------------------------------- our API
@@ -460,16 +464,20 @@ def create_app(sandbox: Sandbox, *, token: str | None = None, limits: ServiceLim
             raise ApiError(422, first_error(exc)) from None
         language = svc.check_language(body.language)
         svc.check_code(body.code)
-        if body.files or body.fetch_files:
-            for path, content in body.files.items():
-                try:
-                    base64.b64decode(content, validate=True)
-                except (binascii.Error, ValueError):
-                    raise ApiError(422, f"files[{path!r}]: not base64") from None
-            raise ApiError(422, "files and fetch_files: code-env does not carry files into or out of a run yet; send "
-                                "them empty (as verl does)")  # fmt: skip
+        files: dict[str, bytes] = {}
+        for path, content in body.files.items():
+            try:
+                files[path] = base64.b64decode(content, validate=True)
+            except (binascii.Error, ValueError):
+                raise ApiError(422, f"files[{path!r}]: not base64") from None
         lim = svc.run_limits(body)
-        req = RunRequest(code=body.code, stdin=body.stdin or "", limits=lim, language=language)
+        try:
+            req = RunRequest(code=body.code, stdin=body.stdin or "", limits=lim, language=language, files=files,
+                             fetch_files=tuple(body.fetch_files))  # fmt: skip
+        except ValidationError as exc:
+            raise ApiError(422, first_error(exc)) from None
+        except TypeError as exc:
+            raise ApiError(422, str(exc)) from None
 
         async def work() -> list[ExecutionResult]:
             return await _until_disconnected(request, svc.sandbox.arun_many([req]))
@@ -478,9 +486,17 @@ def create_app(sandbox: Sandbox, *, token: str | None = None, limits: ServiceLim
         svc.metrics.count_results([res])
         return Response(fusion_response(res).model_dump_json(), media_type="application/json")  # type: ignore[return-value]
 
-    @app.post("/v1/run_many", response_model=RunManyResponse)
-    async def run_many(body: RunManyRequest, request: Request) -> RunManyResponse:
-        """Many programs, results in request order (``Sandbox.run_many``)."""
+    @app.post("/v1/run_many", response_model=RunManyResponse, openapi_extra={"requestBody": {
+        "required": True, "content": {"application/json": {"schema": RunManyRequest.model_json_schema()}}}})  # fmt: skip
+    async def run_many(request: Request) -> RunManyResponse:
+        """Many programs, results in request order (``Sandbox.run_many``). (Parsed from the raw
+        bytes as JSON: a request's ``files`` are base64 there, as the results' are.)"""
+        try:
+            body = RunManyRequest.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise ApiError(422, first_error(exc)) from None
+        except TypeError as exc:  # (a validator's: a field of the wrong type)
+            raise ApiError(422, str(exc)) from None
         svc.check_batch(len(body.requests))
         for i, r in enumerate(body.requests):
             svc.check_code(r.code, f"requests[{i}].code")

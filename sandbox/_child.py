@@ -290,19 +290,25 @@ def unpack_files(buf: bytes) -> list[tuple[str, bool, bytes]]:
     return files
 
 
-def write_files(buf: bytes, directory: str) -> None:
+def write_files(buf: bytes, directory: str, owner: tuple[int, int] | None = None) -> None:
     """Write ``pack_files``' files under ``directory`` (a fresh, empty work dir), never following
-    a link (its directories made as needed)."""
+    a link (its directories made as needed); ``owner``: the uid and gid they (and the directories
+    made) are given, so that the run may change them (the writer is root, the run another uid)."""
     for name, executable, data in unpack_files(buf):
         parts = name.split("/")
         for k in range(1, len(parts)):
+            sub = directory + "/" + "/".join(parts[:k])
             try:
-                os.mkdir(directory + "/" + "/".join(parts[:k]), 0o755)
+                os.mkdir(sub, 0o755)
             except FileExistsError:
-                pass
+                continue
+            if owner is not None:
+                os.chown(sub, *owner, follow_symlinks=False)
         fd = os.open(directory + "/" + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o755 if executable else 0o644)  # fmt: skip
         try:
+            if owner is not None:
+                os.fchown(fd, *owner)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -310,50 +316,152 @@ def write_files(buf: bytes, directory: str) -> None:
             os.close(fd)
 
 
+# How far a collection looks (files sent back are read by a privileged process: it never follows
+# a link, opens every step from the work dir's fd with O_NOFOLLOW, and gives up past these)
+MAX_ENTRIES = 4096  # directory entries looked at
+MAX_DEPTH = 64  # directories deep
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # (a fifo opens at once, unread)
+
+
+def _open_steps(root_fd: int, parts: Sequence[str]) -> int | None:
+    """An fd of ``parts`` under the directory ``root_fd``, each step opened from the one before
+    with no link followed; None if a step is missing, a link, or (but the last) no directory."""
+    import stat
+
+    fd = os.open(".", _OPEN, dir_fd=root_fd)
+    for i, part in enumerate(parts):
+        try:
+            nxt = os.open(part, _OPEN, dir_fd=fd)
+        except OSError:  # (a link: ELOOP)
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+        if i < len(parts) - 1 and not stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+    return fd
+
+
+def _gather(root_fd: int, parts: list[str], budget: int, files: list[tuple[str, bool, bytes]],
+            seen: list[int]) -> int | None:  # fmt: skip
+    """Append to ``files`` the regular file at ``parts`` under ``root_fd`` or every regular file
+    under the directory there, each named by its path from ``root_fd``; nothing from a filesystem
+    other than ``root_fd``'s. The bytes taken; None past ``budget`` bytes, ``MAX_FILES`` files,
+    ``MAX_ENTRIES`` entries (``seen``: a count shared by the calls of one collection) or
+    ``MAX_DEPTH``."""
+    import stat
+
+    dev = os.fstat(root_fd).st_dev
+    total = 0
+    todo = [parts]
+    while todo:
+        here = todo.pop()
+        fd = _open_steps(root_fd, here)
+        if fd is None:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_dev != dev:
+                return None
+            if stat.S_ISDIR(st.st_mode):
+                entries = sorted(os.listdir(fd), reverse=True)  # (popped in name order)
+                seen[0] += len(entries)
+                if seen[0] > MAX_ENTRIES or (entries and len(here) >= MAX_DEPTH):
+                    return None
+                todo.extend([*here, e] for e in entries)
+                continue
+            if not stat.S_ISREG(st.st_mode) or not here:
+                continue
+            total += st.st_size
+            if total > budget or len(files) >= MAX_FILES:
+                return None
+            files.append(("/".join(here), bool(st.st_mode & 0o100), _read_all(fd, st.st_size)))
+        finally:
+            os.close(fd)
+    return total
+
+
 def collect_files(directory: str, limit_bytes: int, prefix: str = "") -> bytes | None:
     """The regular files under ``directory`` (its subdirectories included, no link followed, none
     from another filesystem), packed, their names relative to it (``prefix`` + "/" before each, if
     given); None if there is none, too many or more than ``limit_bytes`` of them. Called by a
     run's init (privileged) once every process of the run is gone."""
-    import stat
-
     try:
-        root = os.lstat(directory)
+        fd = os.open(directory, _OPEN | os.O_DIRECTORY)
     except OSError:
         return None
-    if not stat.S_ISDIR(root.st_mode):
+    try:
+        files: list[tuple[str, bool, bytes]] = []
+        if _gather(fd, [], limit_bytes, files, [0]) is None:
+            return None
+    finally:
+        os.close(fd)
+    if prefix:
+        files = [(prefix + "/" + name, x, data) for name, x, data in files]
+    return pack_files(files) if files else None
+
+
+# What a run's init sends back instead of a compile's directory: the files (or directories) a
+# caller asked for by name (``Sandbox.run(fetch_files=...)``), "@" then their names in hex, comma-separated
+FETCH_MARK = "@"
+
+
+def fetch_spec(paths: Sequence[str]) -> str:
+    return FETCH_MARK + ",".join(p.encode("utf-8", "surrogateescape").hex() for p in paths)
+
+
+def fetch_paths(spec: str) -> list[str]:
+    return [bytes.fromhex(h).decode("utf-8", "surrogateescape") for h in spec[len(FETCH_MARK) :].split(",") if h]
+
+
+def collect_paths(workdir: str, paths: Sequence[str], limit_bytes: int) -> bytes | None:
+    """The files named ``paths`` under ``workdir`` (a name of a directory: every file under it,
+    "." the whole work dir), packed (each once); a name that does not exist, or whose way there
+    crosses a link or something other than a directory, is left out. None if there is nothing,
+    or more than ``limit_bytes``, ``MAX_FILES`` or ``MAX_ENTRIES``. The names were checked by the
+    host (``sandbox.models.check_files``): relative, no "." or ".." step."""
+    try:
+        root = os.open(workdir, _OPEN | os.O_DIRECTORY)
+    except OSError:
         return None
     files: list[tuple[str, bool, bytes]] = []
-    total = 0
-    todo = [""]
-    while todo:
-        rel = todo.pop()
-        try:
-            entries = sorted(os.scandir(directory + ("/" + rel if rel else "")), key=lambda e: e.name)
-        except OSError:
-            return None
-        for e in entries:
-            name = rel + "/" + e.name if rel else e.name
-            st = e.stat(follow_symlinks=False)
-            if st.st_dev != root.st_dev:
+    total, seen = 0, [0]
+    try:
+        for path in paths:
+            got = _gather(root, [] if path == "." else path.split("/"), limit_bytes - total, files, seen)
+            if got is None:
                 return None
-            if stat.S_ISDIR(st.st_mode):
-                todo.append(name)
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            total += st.st_size
-            if total > limit_bytes or len(files) >= MAX_FILES:
-                return None
-            fd = os.open(directory + "/" + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                data = _read_all(fd, st.st_size)
-            finally:
-                os.close(fd)
-            files.append((prefix + "/" + name if prefix else name, bool(st.st_mode & 0o100), data))
-    return pack_files(files) if files else None
+            total += got
+    finally:
+        os.close(root)
+    unique = list({name: (name, x, data) for name, x, data in files}.values())
+    return pack_files(unique) if unique else None
+
+
+def collect_files_for(workdir: str, spec: str, limit_bytes: int) -> bytes | None:
+    """What a run's init sends back: a compile's directory ``spec`` of ``workdir``
+    (``collect_files``), or the files ``spec`` names (``fetch_spec``, ``collect_paths``)."""
+    if spec.startswith(FETCH_MARK):
+        return collect_paths(workdir, fetch_paths(spec), limit_bytes)
+    return collect_files(workdir + "/" + spec, limit_bytes, prefix=spec)
+
+
+# A program's source followed by the run's input files (``Sandbox.run(files=...)``, packed): a NUL
+# (which no program's source holds: ``check_payload``), the source's length (4 bytes), the source,
+# the files. A compiled program's files (``pack_files``) take the input files after them as they are.
+def join_source(source: bytes, files: bytes | None) -> bytes:
+    if not files:
+        return source
+    return b"\0" + len(source).to_bytes(4, "little") + source + files
+
+
+def split_source(data: bytes) -> tuple[bytes, bytes | None]:
+    """``join_source``'s inverse."""
+    if data[:1] != b"\0":
+        return data, None
+    n = int.from_bytes(data[1:5], "little")
+    return data[5 : 5 + n], data[5 + n :]
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -503,8 +611,8 @@ def main(argv: list[str]) -> None:
     out_fd, err_fd, status_fd, file_bytes = int(argv[4]), int(argv[5]), int(argv[6]), int(argv[7])
     listener_path = argv[8] if len(argv) > 8 else "-"
     listener_fd = int(argv[9]) if len(argv) > 9 else code_fd
-    # another language (sandbox.languages): a compile's directory and byte budget ("out:67108864"),
-    # or "-"; then the run's command: the source file's name ("*": CODE_FD holds a compiled
+    # a compile's directory and byte budget ("out:67108864"), or the files to fetch ("@...:budget",
+    # ``fetch_spec``), or "-"; then another language's (sandbox.languages) command: the source file's name ("*": CODE_FD holds a compiled
     # program's files, ``pack_files``) and the argv to exec
     collect = argv[10].split(":") if len(argv) > 10 and argv[10] != "-" else None
     command = argv[11:] or None
@@ -516,6 +624,9 @@ def main(argv: list[str]) -> None:
         set_process_name("sandbox-init")
         data = _read_fd(code_fd)
         os.close(code_fd)
+        extra = None
+        if not command or command[0] != "*":  # (a compiled program's files hold the input files already)
+            data, extra = split_source(data)
         code = "" if command else data.decode("utf-8", "surrogatepass")
         with open(filter_path, "rb") as fh:
             program = SeccompProgram(fh.read())
@@ -528,8 +639,10 @@ def main(argv: list[str]) -> None:
             write_files(data, workdir)
         else:
             write_source(data, workdir, command[0])
-        del data
-        if collect is not None:
+        if extra:
+            write_files(extra, workdir)
+        del data, extra
+        if collect is not None and not collect[0].startswith(FETCH_MARK):
             os.mkdir(workdir + "/" + collect[0], 0o755)
         if listener_path != "-":
             # the sysinfo layer, for us and the program: the listener at LISTENER_FD (the host
@@ -672,7 +785,7 @@ def send_files(fd: int, workdir: str, directory: str, limit_bytes: int) -> None:
             break
         except InterruptedError:
             continue
-    data = collect_files(workdir + "/" + directory, limit_bytes, prefix=directory)
+    data = collect_files_for(workdir, directory, limit_bytes)
     if data is not None:
         view = memoryview(b"A" + len(data).to_bytes(4, "little") + data)
         while view:

@@ -109,11 +109,14 @@ class Compiled:
         return cls(status, r.exit_code, r.stdout, stderr, r.execution_time_ms, files)
 
 
-def compile_key(toolchain: str, source: str) -> str:
-    """The cache key of ``source`` compiled by ``toolchain`` (``languages.toolchain_id``)."""
+def compile_key(toolchain: str, source: str, files: bytes | None = None) -> str:
+    """The cache key of ``source`` compiled by ``toolchain`` (``languages.toolchain_id``), with
+    the input files beside it (``_child.pack_files``), if any."""
     h = hashlib.sha256(toolchain.encode("utf-8", "surrogatepass"))
     h.update(b"\0\0")
     h.update(source.encode("utf-8", "surrogatepass"))
+    if files:
+        h.update(b"\0\0" + hashlib.sha256(files).digest())
     return h.hexdigest()
 
 

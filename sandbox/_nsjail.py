@@ -530,19 +530,20 @@ class NsjailBackend:
         cmd += ["--", sys.executable, "-s", "-B", "/sbx/_child.pyc", str(code_fd),
                 self._filters[limits.max_processes > 1, command is not None], str(limits.random_seed), *map(str, fds),
                 str(limits.max_file_bytes), self._listener or "-", str(listener_fd(code_fd, fds))]  # fmt: skip
-        if command is not None:  # another language (_child.main): the compile's files to send back, the command
-            cmd += ["-" if collect is None else f"{collect[0]}:{collect[1]}", *command]
+        if command is not None or collect is not None:  # (_child.main) what the init sends back, another language's command
+            cmd += ["-" if collect is None else f"{collect[0]}:{collect[1]}", *(command or ())]
         return cmd
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, command: tuple[str, ...] | None = None,
-            files: bytes | None = None, collect: tuple[str, int] | None = None,
+            files: bytes | None = None, extra: bytes | None = None, collect: tuple[str, int] | None = None,
             hide: tuple[str, ...] = (), cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program. Never raises for a bad request or a failure of the machinery: the answer
         is then a ``sandbox_error`` result, and nothing (fd, process, cgroup) is left behind.
-        ``command``, ``files``, ``collect``: another language's run (``ProcessBackend.run``).
+        ``command``, ``files``, ``extra``, ``collect``: as ``ProcessBackend.run``'s.
         ``cancel``: as ``ProcessBackend.run``'s (a jail in flight is killed: SIGKILL to its tree)."""
         try:
-            payload = {"code": files if files is not None else code.encode("utf-8"), "stdin": stdin.encode("utf-8")}
+            source = files + (extra or b"") if files is not None else _child.join_source(code.encode("utf-8"), extra)
+            payload = {"code": source, "stdin": stdin.encode("utf-8")}
         except UnicodeEncodeError as exc:
             field = "code" if _unencodable(code) else "stdin"
             return self._failure(f"{field} cannot be encoded as UTF-8 ({exc.reason} at offset {exc.start}); "

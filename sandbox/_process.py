@@ -115,6 +115,10 @@ class _Slot:
                 _host.remove_cgroup(cg)
             self.cgroups = []
         self.root_dir = tempfile.mkdtemp(prefix="code-env-root-")
+        if self.isolation == "weak":
+            # the runs' directories are made in it: a run (the slot's uid, as root) must reach its
+            # own by its path (HOME, TMPDIR, sys.path[0]) without listing the others
+            os.chmod(self.root_dir, 0o711)
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
         self.log_path = os.path.join(self.root_dir + ".log")
@@ -402,7 +406,7 @@ class ProcessBackend:
 
     def run(self, code: str, stdin: str, limits: Limits, trace_id: str | None, *, submitted: float | None = None,
             queue_deadline: float | None = None, command: tuple[str, ...] | None = None, files: bytes | None = None,
-            collect: tuple[str, int] | None = None, hide: tuple[str, ...] = (),
+            extra: bytes | None = None, collect: tuple[str, int] | None = None, hide: tuple[str, ...] = (),
             cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
         """Run one program on the least loaded worker. Each worker holds up to ``DEPTH`` requests:
         the one it runs and the next, waiting in its pipe, so that it starts the next run as soon
@@ -411,8 +415,10 @@ class ProcessBackend:
         is a ``sandbox_error``) and sends back the ones it had not begun, which are simply sent
         again. ``command``: another language's (``sandbox.languages.run_command``), which the run's
         process executes in place of Python. ``files``: a compiled program's (``_child.pack_files``),
-        in place of ``code``. ``collect``: a compile (a directory of the work dir and a byte budget):
-        its files come back as the result's ``artefacts``. ``hide``: directories of the jail the run
+        in place of ``code``. ``extra``: the run's input files (``_child.pack_files``), written to its
+        work dir beside the program. ``collect``: a compile's (a directory of the work dir and a byte
+        budget), or the files a caller fetches (``_child.fetch_spec``): they come back as the
+        result's ``_artefacts``. ``hide``: directories of the jail the run
         must not see (``sandbox.languages.hidden_paths``), after an empty word of the command.
         ``cancel``: the caller's; on cancel (or when this thread is interrupted, an exception in
         its wait) a request still waiting for a place is dropped, one in a worker's pipe is never
@@ -424,6 +430,8 @@ class ProcessBackend:
                                    **({"command": [*command, *(["", *hide] if hide else [])]} if command else {})}  # fmt: skip
         if files is not None:
             request["files"] = base64.b64encode(files).decode("ascii")
+        if extra:
+            request["extra"] = base64.b64encode(extra).decode("ascii")
         submitted = time.monotonic() if submitted is None else submitted
         failures: list[str] = []
         unstarted = 0

@@ -10,10 +10,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, Protocol
 
+from . import _child
 from ._compile import ARTEFACT_BYTES, CompileCache, Compiled, compile_key, compile_limits
 from ._programs import registered_programs
 from .cache import ResultCache
@@ -23,8 +24,11 @@ from .models import (
     Cancel,
     ExecutionResult,
     Limits,
+    MiB,
     RunRequest,
+    check_files,
     check_payload,
+    coerce_files,
     coerce_requests,
     current_cancel,
     resolve_limits,
@@ -174,18 +178,27 @@ class Sandbox:
     # -- running
     def run(
         self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
-        language: str = "python",
+        language: str = "python", files: Mapping[str, bytes | str] | None = None, fetch_files: Sequence[str] = (),
     ) -> ExecutionResult:
         """Run one program; blocks until it is done. Safe to call from any thread. ``language``:
         a name or alias of ``sandbox.languages`` that this sandbox runs (``LanguageUnavailableError``
-        says why another cannot run)."""
+        says why another cannot run). ``files``: input files (relative path -> bytes, or str as
+        UTF-8) written to the run's work dir beside the program before it starts (a compiled
+        language's compile sees them too), the run's to change. ``fetch_files``: paths of the work
+        dir (a directory: every file under it; ``"."``: all of it) whose files come back in the
+        result's ``files`` once every process of the run is gone (regular files only, no link
+        followed; a path that does not exist is left out)."""
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
         lang = self._language(language)
+        inputs = coerce_files(files)
+        fetch = tuple(fetch_files)
+        check_files(inputs, fetch, code, lim, lang)
         # (on the pool's thread, as run_many's: this thread only waits, so that whatever interrupts
         # it, a signal handler's exception, is told from a failure of the machinery)
         cancel = Cancel()
-        future = self._executor().submit(self._run_checked, code, stdin, lim, trace_id, time.monotonic(), lang, cancel)
+        future = self._executor().submit(self._run_checked, code, stdin, lim, trace_id, time.monotonic(), lang, cancel,
+                                         inputs, fetch)  # fmt: skip
         return self._wait([future], cancel)[0]
 
     def check_language(self, name: str) -> str:
@@ -209,7 +222,8 @@ class Sandbox:
 
     def _run_checked(self, code: str, stdin: str, lim: Limits, trace_id: str | None,
                      submitted: float | None = None, language: str = "python",
-                     cancel: Cancel | None = None) -> ExecutionResult:  # fmt: skip
+                     cancel: Cancel | None = None, files: Mapping[str, bytes] | None = None,
+                     fetch: tuple[str, ...] = ()) -> ExecutionResult:  # fmt: skip
         backend = self._live()
         tid = trace_id if trace_id is not None else f"run/{next(self._counter)}"
         queued_ms = 0.0 if submitted is None else round((time.monotonic() - submitted) * 1000, 3)
@@ -219,8 +233,9 @@ class Sandbox:
                 trace_id=tid, backend=backend.name,
             ).model_copy(update={"queued_ms": queued_ms})
         key = None
+        packed = _child.pack_files([(n, False, d) for n, d in sorted(files.items())]) if files else None
         if self.cache is not None:
-            key = self.cache.key(code, stdin, lim, backend.version, language)
+            key = self.cache.key(code, stdin, lim, backend.version, language, packed, fetch)
             hit = self.cache.get(key)
             if hit is not None:
                 return hit.model_copy(update={"trace_id": tid, "cached": True, "queued_ms": queued_ms})
@@ -233,6 +248,10 @@ class Sandbox:
                 queued = {"submitted": start,
                           "queue_deadline": None if self.queue_timeout_s is None else start + self.queue_timeout_s}  # fmt: skip
             extra: dict[str, Any] = {} if cancel is None else {"cancel": cancel}
+            if packed is not None:
+                extra["extra"] = packed
+            if fetch:
+                extra["collect"] = (_child.fetch_spec(fetch), lim.max_disk_mb * MiB)
             compiled: tuple[Compiled, bool] | None = None
             if language != "python":
                 from .languages import LANGUAGES, hidden_paths, run_command
@@ -241,7 +260,7 @@ class Sandbox:
                 if LANGUAGES[language].compiled:
                     # (a compile is never cancelled: another caller may wait on the same one; it ends, is
                     # cached, and the cancelled caller's run is then withdrawn)
-                    compiled = self._compile(code, language, lim, tid, queued)
+                    compiled = self._compile(code, language, lim, tid, queued, packed)
                     if compiled[0].sandbox_error is not None or compiled[0].status != "ok":
                         result = self._unrun(compiled, tid, backend.name)
                         return self._store(key, result, result.queued_ms)
@@ -251,6 +270,9 @@ class Sandbox:
                 queued_ms = result.queued_ms
             if compiled is not None:
                 result = result.model_copy(update=compiled[0].fields(cached=compiled[1]))
+            if fetch and result.sandbox_error is None and result._artefacts is not None:
+                result.files = {name: data for name, _, data in _child.unpack_files(result._artefacts)}
+                result._artefacts = None
         except Exception as exc:  # a fault of ours must answer this request, never lose a batch
             log.exception("the %s backend failed on %s", backend.name, tid)
             result = ExecutionResult.infrastructure_failure(
@@ -265,18 +287,21 @@ class Sandbox:
         result.queued_ms = queued_ms  # (a fresh result of its own: no copy)
         return result
 
-    def _compile(self, code: str, language: str, lim: Limits, tid: str, queued: dict[str, Any]) -> tuple[Compiled, bool]:
-        """The compile phase of ``code`` (``sandbox._compile``): from the compile cache, or run now."""
+    def _compile(self, code: str, language: str, lim: Limits, tid: str, queued: dict[str, Any],
+                 files: bytes | None = None) -> tuple[Compiled, bool]:  # fmt: skip
+        """The compile phase of ``code`` (``sandbox._compile``), with the run's input files
+        (packed) beside it: from the compile cache, or run now."""
         from .languages import OUTPUT_DIR, compile_command, hidden_paths, toolchain_id
 
         def run_compiler() -> Compiled:
             clim = compile_limits(lim)
             backend = self._live()
             r = backend.run(code, "", clim, tid + "/compile", command=compile_command(language),  # type: ignore[call-arg]
-                            collect=(OUTPUT_DIR, ARTEFACT_BYTES), hide=hidden_paths(language, "compile"), **queued)  # fmt: skip
+                            collect=(OUTPUT_DIR, ARTEFACT_BYTES), hide=hidden_paths(language, "compile"),
+                            **({"extra": files} if files else {}), **queued)  # fmt: skip
             return Compiled.from_run(r, lim)
 
-        return self.compiles.get(compile_key(toolchain_id(language), code), run_compiler)
+        return self.compiles.get(compile_key(toolchain_id(language), code, files), run_compiler)
 
     @staticmethod
     def _unrun(compiled: tuple[Compiled, bool], tid: str, backend: str) -> ExecutionResult:
@@ -346,15 +371,17 @@ class Sandbox:
         pool = self._executor()
         submitted = time.monotonic()
         return [pool.submit(self._run_checked, r.code, r.stdin, r.limits or default, r.trace_id, submitted, r.language,
-                            cancel) for r in items]  # fmt: skip
+                            cancel, r.files, r.fetch_files) for r in items]  # fmt: skip
 
     # -- asyncio
     async def arun(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
-                   language: str = "python") -> ExecutionResult:  # fmt: skip
+                   language: str = "python", files: Mapping[str, bytes | str] | None = None,
+                   fetch_files: Sequence[str] = ()) -> ExecutionResult:  # fmt: skip
         """``run`` for an event loop: the run waits for a worker in the sandbox's own pool (no
         thread per call). Cancelling the awaiting task withdraws a run that has not begun."""
         return (await self.arun_many([RunRequest(code=code, stdin=stdin, limits=limits, trace_id=trace_id,
-                                                 language=language)]))[0]  # fmt: skip
+                                                 language=language, files=files or {},
+                                                 fetch_files=tuple(fetch_files))]))[0]  # fmt: skip
 
     async def arun_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], *,
                         limits: Limits | None = None) -> list[ExecutionResult]:  # fmt: skip

@@ -320,11 +320,20 @@ def _run_child(t: Template, spec: dict[str, Any], fds: list[int], rlimits: list[
             command, hidden = command[:cut], command[cut + 1 :]
             for d in hidden if not t.weak else ():  # (weak mode has no mount namespace: no jail to trim)
                 _linux.mount("tmpfs", d.decode(), "tmpfs", HIDE_FLAGS, "size=4k,nr_inodes=2,mode=0555")
-        if command and command[0] == FILES:  # a compiled program: its files (``_child.pack_files``)
-            _child.write_files(source, workdir)
+        owner = (t.uid, t.gid) if t.uid_switch else None
+        if command and command[0] == FILES:  # a compiled program: its files (``_child.pack_files``), the input files after them
+            _child.write_files(source, workdir, owner)
         else:
+            source, extra = _child.split_source(source)
             _child.write_source(source, workdir, command[0].decode() if command else _child.SOLUTION_FILENAME)
-        if spec.get("collect"):  # a compile: the directory its artefacts go to (``_init`` sends them)
+            if extra:  # the run's input files (``Sandbox.run(files=...)``), the run's to change
+                _child.write_files(extra, workdir, owner)
+                # (a finder of the work dir made before they were there would not see them: a
+                # directory's mtime may not move within a tick)
+                sys.path_importer_cache.pop(workdir, None)
+            del extra
+        collect = spec.get("collect")
+        if collect and not collect[0].startswith(_child.FETCH_MARK):  # a compile: the directory its artefacts go to (``_init`` sends them)
             out = workdir + "/" + spec["collect"][0]
             os.mkdir(out, 0o755)
             if t.uid_switch:
@@ -438,10 +447,13 @@ def init_kind(limits: dict[str, Any], *, uid_switch: bool, weak: bool, sleeper: 
       no Python, no copy of the interpreter's memory) as PID 1 when the machine has one, the
       program then being PID 2, a child of the template; else an ``"init"``;
     * ``"none"``: no PID namespace (as root, a run that may not fork has a uid of its own; weak
-      mode has no namespaces)."""
+      mode has no namespaces).
+
+    A run whose files are sent back (a compile's, a caller's ``fetch_files``) has an init: it
+    sends them once the program and all it started are gone."""
     if weak:
         return "none"
-    if limits["max_processes"] > 1:
+    if limits["max_processes"] > 1 or limits.get("collect"):
         return "init"
     if not uid_switch:
         return "sleeper" if sleeper else "init"

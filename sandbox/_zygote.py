@@ -448,10 +448,15 @@ class Worker:
         weak = self.cfg.get("isolation") == "weak"
         wrapped = has_init(limits, uid_switch=self.uid_switch, weak=weak, sleeper=self.cfg["sleeper"])
         # a compiled program: its files, packed (_child.pack_files), in base64 (the request is JSON)
-        source = binascii.a2b_base64(req["files"]) if "files" in req else req["code"].encode("utf-8", "surrogatepass")
+        extra = binascii.a2b_base64(req["extra"]) if "extra" in req else None  # the run's input files, packed
+        if "files" in req:
+            source = binascii.a2b_base64(req["files"]) + (extra or b"")
+        else:
+            source = _child.join_source(req["code"].encode("utf-8", "surrogatepass"), extra)
         command = b"\0".join(w.encode() for w in req["command"]) if req.get("command") else b""
         payload = PROGRAM_HEADER.pack(limits["random_seed"], len(source), len(command)) + source + command
         reaped: list[tuple[int, float, int]] = []
+        outcome: Any = None
 
         def reap(pid: int) -> tuple[int, float, int]:
             r = self._reap(pid, p.sleeper)  # (the sleeper goes with the run: nothing else is left in its namespace)
@@ -509,7 +514,11 @@ class Worker:
             if weak:
                 import shutil  # only here (the template forked long ago: it never holds it)
 
-                shutil.rmtree(weak_workdir(self.cfg["root_dir"], p.pid), ignore_errors=True)
+                workdir = weak_workdir(self.cfg["root_dir"], p.pid)
+                collect = limits.get("collect")
+                if collect and outcome is not None:  # no init in weak mode: the run's files, now its processes are gone
+                    outcome.files = _child.collect_files_for(workdir, collect[0], int(collect[1]))
+                shutil.rmtree(workdir, ignore_errors=True)
         peak = cg.peak_bytes() if cg is not None else None
         oom_killed = cg is not None and cg.oom_kills() > oom_before
         if peak is None and outcome.peak_rss_bytes:

@@ -12,6 +12,7 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from .models import ExecutionResult, Limits
 
@@ -39,10 +40,13 @@ class ResultCache:
             self._db.commit()
 
     @staticmethod
-    def key(code: str, stdin: str, limits: Limits, backend_version: str, language: str = "python") -> str:
+    def key(code: str, stdin: str, limits: Limits, backend_version: str, language: str = "python",
+            files: bytes | None = None, fetch: Sequence[str] = ()) -> str:  # fmt: skip
         blob = json.dumps(
             {"code": code, "stdin": stdin, "limits": limits.model_dump(), "backend": backend_version,
-             **({"language": language} if language != "python" else {})},
+             **({"language": language} if language != "python" else {}),
+             **({"files": hashlib.sha256(files).hexdigest()} if files else {}),
+             **({"fetch": list(fetch)} if fetch else {})},
             sort_keys=True,
             ensure_ascii=True,
         )

@@ -4,26 +4,47 @@ the CLI and remote executors."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import logging
 import math
 import signal as _signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     computed_field,
     field_validator,
     model_validator,
 )
 
 MiB = 1024 * 1024
+MAX_RUN_FILES = 256  # input files of one run, and files fetched from it (``_child.MAX_FILES``)
+MAX_FILE_NAME_BYTES = 1024
+
+
+def _from_base64(v: Any) -> Any:
+    if isinstance(v, str):  # (from JSON: the wire format carries a file's bytes in base64)
+        try:
+            return base64.b64decode(v, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"not base64: {exc}") from None
+    return v
+
+
+_to_base64 = PlainSerializer(lambda b: base64.b64encode(b).decode("ascii"), return_type=str, when_used="json")
+# a file's content: bytes in Python, base64 in JSON (``model_dump_json``, and back; a str is base64)
+FileBytes = Annotated[bytes, BeforeValidator(_from_base64), _to_base64]
 
 
 class Limits(BaseModel):
@@ -97,6 +118,13 @@ class RunRequest(BaseModel):
     limits: Limits | None = None
     trace_id: str | None = None
     language: str = Field("python", description="a name or alias of sandbox.languages (canonical once validated)")
+    files: dict[str, Annotated[bytes, _to_base64]] = Field(
+        default_factory=dict, description="input files: relative path -> content (in JSON: base64; from Python: bytes, "
+                                          "or str taken as UTF-8), written to the run's work dir beside the program "
+                                          "before it starts, the run's to change")
+    fetch_files: tuple[str, ...] = Field(
+        (), description="paths relative to the work dir (a directory: every file under it; '.': the whole work "
+                        "dir) whose files come back in the result's `files` once the run is over")
 
     @field_validator("language")
     @classmethod
@@ -104,6 +132,20 @@ class RunRequest(BaseModel):
         from .languages import resolve
 
         return resolve(v).name
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _file_contents(cls, v: Any, info: ValidationInfo) -> Any:
+        if info.mode == "json" and isinstance(v, Mapping):  # (the wire: base64, as the result's files)
+            v = {k: _from_base64(d) for k, d in v.items()}
+        return coerce_files(v)
+
+    @field_validator("fetch_files", mode="before")
+    @classmethod
+    def _fetch_list(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            raise TypeError("fetch_files: expected a list of paths, got one str")
+        return v
 
     @field_validator("code", "stdin", mode="before")
     @classmethod
@@ -115,7 +157,85 @@ class RunRequest(BaseModel):
     @model_validator(mode="after")
     def _check_sizes(self) -> RunRequest:
         check_payload(self.code, self.stdin, self.limits or Limits())
+        check_files(self.files, self.fetch_files, self.code, self.limits or Limits(), self.language)
         return self
+
+
+def coerce_files(files: Any) -> dict[str, bytes]:
+    """``files`` as ``{path: bytes}`` (a str content is taken as UTF-8); ``TypeError`` otherwise."""
+    if files is None:
+        return {}
+    if not isinstance(files, Mapping):
+        raise TypeError(f"files: expected a mapping of path -> bytes or str, got {type(files).__name__}")
+    out: dict[str, bytes] = {}
+    for name, data in files.items():
+        if not isinstance(name, str):
+            raise TypeError(f"files: a path must be a str, got {type(name).__name__}")
+        if isinstance(data, str):
+            try:
+                data = data.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"files[{name!r}]: cannot be encoded as UTF-8 ({exc.reason}); pass bytes") from None
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            data = bytes(data)
+        else:
+            raise TypeError(f"files[{name!r}]: expected bytes or str, got {type(data).__name__}")
+        out[name] = data
+    return out
+
+
+def _check_path(what: str, name: object, *, dot: bool = False) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: a path must be a str, got {type(name).__name__}")
+    if dot and name == ".":
+        return name
+    shown = repr(name[:80])
+    if not name or name.startswith("/") or "\x00" in name:
+        raise ValueError(f"{what} {shown}: expected a relative path inside the run's work dir (no NUL, not empty)")
+    if any(p in ("", ".", "..") for p in name.split("/")):
+        raise ValueError(f"{what} {shown}: a path may not hold '.', '..' or an empty step")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {shown}: cannot be encoded as UTF-8") from None
+    if size > MAX_FILE_NAME_BYTES:
+        raise ValueError(f"{what} {shown}...: {size} bytes, over {MAX_FILE_NAME_BYTES}")
+    return name
+
+
+def check_files(files: Mapping[str, bytes], fetch_files: Iterable[str], code: str, limits: Limits,
+                language: str = "python") -> None:  # fmt: skip
+    """Reject input files and fetched paths that no run can take, with a message that names the
+    problem: paths outside the work dir, the program's own file (or a compiled language's output
+    directory), more than ``MAX_RUN_FILES``, more than the work dir holds (``max_disk_mb``)."""
+    fetch = list(fetch_files)
+    if len(files) > MAX_RUN_FILES:
+        raise ValueError(f"files: {len(files)} files, over {MAX_RUN_FILES}")
+    if len(fetch) > MAX_RUN_FILES:
+        raise ValueError(f"fetch_files: {len(fetch)} paths, over {MAX_RUN_FILES}")
+    for name in fetch:
+        _check_path("fetch_files", name, dot=True)
+    if not files:
+        return
+    from .languages import OUTPUT_DIR, resolve
+
+    lang = resolve(language)
+    total = len(code.encode("utf-8", "surrogatepass"))
+    dirs: set[str] = set()
+    for name, data in files.items():
+        _check_path("files", name)
+        if name == lang.source:
+            raise ValueError(f"files {name!r}: the program's own file ({lang.title}: {lang.source}) comes from `code`")
+        if lang.compiled and name.split("/")[0] == OUTPUT_DIR:
+            raise ValueError(f"files {name!r}: {OUTPUT_DIR}/ holds the compiled program; choose another directory")
+        parts = name.split("/")
+        dirs.update("/".join(parts[:k]) for k in range(1, len(parts)))
+        total += len(data)
+    clash = sorted(dirs & set(files))
+    if clash:
+        raise ValueError(f"files {clash[0]!r}: both a file and a directory of other files")
+    if total > limits.max_disk_mb * MiB:
+        raise ValueError(f"files: {total} bytes with the program, over the work dir's max_disk_mb={limits.max_disk_mb}")
 
 
 def resolve_limits(limits: Limits | None, default: Limits) -> Limits:
@@ -143,6 +263,7 @@ def coerce_requests(requests: Iterable[RunRequest | Mapping[str, Any] | str], de
             else:
                 raise TypeError(f"expected RunRequest, mapping or str, got {type(r).__name__}")
             check_payload(req.code, req.stdin, req.limits or default)
+            check_files(req.files, req.fetch_files, req.code, req.limits or default, req.language)
         except (TypeError, ValueError) as exc:
             kind = TypeError if isinstance(exc, TypeError) else ValueError
             msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
@@ -222,6 +343,9 @@ class ExecutionResult(BaseModel):
     compile_time_ms: float = 0.0
     compile_timeout_hit: bool = False
     compile_cached: bool = Field(False, description="the compiled program came from the compile cache")
+    files: dict[str, FileBytes] = Field(
+        default_factory=dict, description="the files fetched from the work dir once the run was over "
+                                          "(`fetch_files`; base64 in JSON); a path that did not exist is absent")
 
     # a compile's files (``_child.pack_files``), for the compile cache: never dumped nor compared
     _artefacts: bytes | None = PrivateAttr(None)

@@ -8,6 +8,7 @@ itself, SIGTERM included."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import glob
 import importlib.util
 import json
@@ -116,8 +117,28 @@ def test_an_unknown_language_is_a_4xx_with_the_list_not_a_sandbox_error(srv: Ser
         assert f"unknown language {name!r}" in r.json()["detail"] and "python" in r.json()["detail"]
     if discover_cached("javascript").found:  # SandboxFusion's name for Node.js
         assert post(srv, "/run_code", {"code": "console.log(1+1)", "language": "nodejs"}).json()["run_result"]["stdout"] == "2\n"
-    r = post(srv, "/run_code", {"code": "print(1)", "language": "python", "files": {"a.txt": "aGk="}})
-    assert r.status_code == 422 and "files and fetch_files" in r.json()["detail"]
+
+
+def test_run_code_carries_files_in_and_out(srv: Server) -> None:
+    """SandboxFusion's ``files`` (base64, written to the run's work dir) and ``fetch_files`` (the
+    files the run left, base64 in the answer's ``files``); a path outside the work dir is a 422."""
+    code = ("import os\nprint(open('data/a.txt').read())\nos.mkdir('res')\n"
+            "open('res/out.bin', 'wb').write(bytes([0, 255]))\nos.symlink('/etc/passwd', 'res/link')")  # fmt: skip
+    body = post(srv, "/run_code", {"code": code, "language": "python",
+                                   "files": {"data/a.txt": base64.b64encode(b"hi").decode()},
+                                   "fetch_files": ["res", "data/a.txt", "nothing"]}).json()  # fmt: skip
+    assert body["status"] == "Success" and body["run_result"]["stdout"] == "hi\n", body
+    assert {k: base64.b64decode(v) for k, v in body["files"].items()} == {"res/out.bin": b"\0\xff", "data/a.txt": b"hi"}
+    for bad, why in (({"files": {"a.txt": "!!"}}, "not base64"), ({"files": {"../a": "aGk="}}, "'..'"),
+                     ({"fetch_files": ["/etc/passwd"]}, "relative path"), ({"files": {"solution.py": ""}}, "own file")):  # fmt: skip
+        r = post(srv, "/run_code", {"code": "print(1)", "language": "python", **bad})
+        assert r.status_code == 422 and why in r.json()["detail"], r.text
+    runs = post(srv, "/v1/run_many", {"requests": [{"code": "print(open('x').read())", "files": {"x": "aGk="},
+                                                    "fetch_files": ["x"]}]}).json()["results"]  # fmt: skip
+    assert runs[0]["stdout"] == "hi\n" and runs[0]["files"] == {"x": "aGk="}  # our API: base64 both ways
+    for bad, why in (({"fetch_files": "x"}, "expected a list"), ({"files": {"x": "!!"}}, "not base64")):
+        r = post(srv, "/v1/run_many", {"requests": [{"code": "print(1)", **bad}]})
+        assert r.status_code == 422 and why in r.json()["detail"], r.text
 
 
 def test_our_failure_is_a_sandbox_error_never_the_programs() -> None:
