@@ -192,6 +192,8 @@ class Sandbox:
         check_payload(code, stdin, lim)
         lang = self._language(language)
         inputs = coerce_files(files)
+        if isinstance(fetch_files, str):
+            raise TypeError("fetch_files: expected a list of paths, got one str")
         fetch = tuple(fetch_files)
         check_files(inputs, fetch, code, lim, lang)
         # (on the pool's thread, as run_many's: this thread only waits, so that whatever interrupts

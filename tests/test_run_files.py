@@ -189,6 +189,8 @@ def test_bad_files_are_refused_before_anything_runs(sb: Sandbox, files: dict[str
 def test_file_arguments_of_the_wrong_type_get_a_clear_error(sb: Sandbox) -> None:
     with pytest.raises(TypeError, match="fetch_files: expected a list of paths"):
         sb.run_many([{"code": "print(1)", "fetch_files": "out.txt"}])
+    with pytest.raises(TypeError, match="fetch_files: expected a list of paths"):
+        sb.run("print(1)", fetch_files="out.txt")
     with pytest.raises(TypeError, match=r"files\['a'\]: expected bytes or str"):
         sb.run("print(1)", files={"a": 3})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="max_disk_mb=1"):
