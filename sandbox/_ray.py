@@ -1,11 +1,14 @@
 """``RayExecutor``: ``Sandbox``'s ``run``/``run_many`` spread over a Ray cluster, with the same
 results. Ray does the work: actors pinned to nodes, remote calls, ``ray.wait``, actor restarts and
-task retries. The executor only cuts batches into chunks and puts back the chunks a lost actor
-never answered. Ray is imported when an executor is made, never by ``import sandbox``."""
+task retries, ``ray.cancel``. The executor only cuts batches into chunks, puts back the chunks a
+lost actor never answered, and cancels those of a caller that went away. Ray is imported when an
+executor is made, never by ``import sandbox``."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import difflib
 import itertools
 import json
@@ -14,20 +17,26 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import _child
 from ._programs import registered_programs
 from ._sandbox import BACKENDS, Sandbox
 from .cache import ResultCache
 from .errors import BackendUnavailableError, SandboxClosedError, UnknownBackendError
 from .models import (
+    CANCELLED,
+    Cancel,
     ExecutionResult,
     Limits,
     RunRequest,
+    check_files,
     check_payload,
+    coerce_files,
     coerce_requests,
+    current_cancel,
     resolve_limits,
 )
 
@@ -39,6 +48,9 @@ STATS = ("requests", "answered", "cache_hits", "chunks", "chunks_done", "chunks_
          "actors_lost", "peak_in_flight", "actor_decode_ms", "actor_sandbox_ms", "actor_encode_ms")  # fmt: skip
 REFRESH_INTERVAL_S = 30.0
 CHUNK_PER_WORKER = 4
+CONTROL = "control"  # the actors' concurrency group of cancel_chunks: never queued behind running chunks
+CANCEL_MEMORY_S = 600.0  # how long an actor remembers the cancel of a chunk it has not (yet) begun
+DISPATCH_THREADS = 64  # batches dispatched at once (the callers only wait); more wait in line
 
 
 def import_ray() -> Any:
@@ -53,7 +65,8 @@ def import_ray() -> Any:
 class SandboxActor:
     """The Ray actor (``ray.remote`` is applied when an executor starts): one ``Sandbox`` on its
     node, running the chunks it is sent with ``Sandbox.run_many``. Requests arrive and results
-    leave as JSON (``model_dump_json``, the wire format), each result stamped with the node."""
+    leave as JSON (``model_dump_json``, the wire format), each result stamped with the node.
+    ``cancel_chunks`` runs in a concurrency group of its own (``CONTROL``), beside the chunks."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         import ray
@@ -61,6 +74,9 @@ class SandboxActor:
         self.node_id: str = ray.get_runtime_context().get_node_id()
         self.node_ip: str = ray.util.get_node_ip_address()
         self.error: str | None = None
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[list[concurrent.futures.Future[ExecutionResult]], Cancel]] = {}
+        self._cancelled: dict[int, float] = {}  # chunks cancelled before they began -> when
         try:
             self.sandbox = Sandbox(
                 options["backend"], workers=options["workers"], limits=Limits.model_validate(options["limits"]),
@@ -77,16 +93,57 @@ class SandboxActor:
         return {"node_id": self.node_id, "node_ip": self.node_ip, "workers": backend.size, "backend": backend.name,
                 "version": backend.version, "pid": os.getpid()}  # fmt: skip
 
-    def run_chunk(self, requests: list[str]) -> tuple[list[str], dict[str, float]]:
-        """Run one chunk; returns the results (JSON, in order) and where the actor's time went."""
+    def run_chunk(self, requests: list[str], chunk_id: int | None = None) -> tuple[list[str], dict[str, float]]:
+        """Run one chunk; returns the results (JSON, in order) and where the actor's time went.
+        ``chunk_id``: the driver's name of the chunk, for ``cancel_chunks``."""
         t0 = time.perf_counter()
         reqs = [RunRequest.model_validate_json(r) for r in requests]
         t1 = time.perf_counter()
-        results = self.sandbox.run_many(reqs)
+        cancel = Cancel()
+        futures: list[concurrent.futures.Future[ExecutionResult]] = []
+        with self._lock:
+            if chunk_id is None or self._cancelled.pop(chunk_id, None) is None:
+                futures = self.sandbox._submit_many(reqs, None, cancel)
+                if chunk_id is not None:
+                    self._running[chunk_id] = (futures, cancel)
+        try:
+            concurrent.futures.wait(futures)
+        finally:
+            if chunk_id is not None:
+                with self._lock:
+                    self._running.pop(chunk_id, None)
+        if not futures:  # cancelled before it began: nothing of it runs
+            results = [ExecutionResult.infrastructure_failure(CANCELLED, trace_id=r.trace_id, backend=self.sandbox.backend_name)
+                       for r in reqs]  # fmt: skip
+        else:
+            results = [f.result() if not f.cancelled() else
+                       ExecutionResult.infrastructure_failure(CANCELLED, trace_id=r.trace_id, backend=self.sandbox.backend_name)
+                       for f, r in zip(futures, reqs, strict=True)]  # fmt: skip
         t2 = time.perf_counter()
         out = [r.model_copy(update={"node": self.node_id}).model_dump_json() for r in results]
         t3 = time.perf_counter()
         return out, {"decode_ms": 1e3 * (t1 - t0), "sandbox_ms": 1e3 * (t2 - t1), "encode_ms": 1e3 * (t3 - t2)}
+
+    def cancel_chunks(self, chunk_ids: list[int]) -> int:
+        """The driver's caller went away: each chunk's runs not begun are withdrawn and those in
+        flight killed by the sandbox (their workers free at once; the chunk answers ``CANCELLED``
+        for them); a chunk not begun yet answers so when it comes. Returns how many were running.
+        (``ray.cancel`` alone cannot: it never interrupts a running task of a threaded actor; the
+        Rays since late 2025 only set a flag the task must poll, older ones nothing.)"""
+        now = time.monotonic()
+        hit = []
+        with self._lock:
+            for cid in [c for c, t in self._cancelled.items() if now - t > CANCEL_MEMORY_S]:
+                del self._cancelled[cid]
+            for cid in chunk_ids:
+                running = self._running.get(cid)
+                if running is None:
+                    self._cancelled[cid] = now
+                else:
+                    hit.append(running)
+        for futures, cancel in hit:
+            self.sandbox._withdraw(futures, cancel)
+        return len(hit)
 
     def cpu_time_s(self) -> float:
         """CPU time of this actor's process so far (its threads; the runs are other processes)."""
@@ -102,7 +159,7 @@ _remote: list[Any] = []
 def _remote_class(ray: Any) -> Any:
     """``ray.remote(SandboxActor)``, made once per process."""
     if not _remote:
-        _remote.append(ray.remote(SandboxActor))
+        _remote.append(ray.remote(concurrency_groups={CONTROL: 1})(SandboxActor))
     return _remote[0]
 
 
@@ -177,6 +234,16 @@ class RayExecutor:
     (``sandbox_error``, never a verdict on the program). A program may thus run more than once
     (runs are idempotent: a fresh sandbox each time), but every request gets exactly one answer.
 
+    **Cancellation**, as ``Sandbox``'s: when the caller goes away (an exception raised in its
+    thread, e.g. by a SIGALRM handler; the cancel of a ``sandbox.cancelling()`` block; the
+    asyncio cancellation of ``arun``/``arun_many``), the requests still on the driver are never
+    sent and every chunk in flight is cancelled: its actor is told at once (a method in a
+    concurrency group of its own, so never queued behind running chunks) and its sandbox withdraws
+    the chunk's runs not begun and kills those in flight, freeing their workers (the actor lives
+    on); a chunk still in an actor's queue never starts (``ray.cancel``). The caller gets its own
+    exception; in a ``cancelling()`` block, the batch's unanswered requests answer
+    ``sandbox_error`` ``CANCELLED``.
+
     ``cache``: as ``Sandbox``'s, kept on the driver (a hit never leaves it; it keeps the node of
     the run it repeats). ``stats`` counts requests, chunks, retries and where time went.
     """
@@ -250,10 +317,12 @@ class RayExecutor:
             "programs": registered_programs(),  # (the driver's process registered them; the actors' did not)
         }  # fmt: skip
         self._counter = itertools.count()
+        self._chunk_ids = itertools.count()
         self._cond = threading.Condition()
         self._actors: list[_Actor] = []
         self._refreshed = 0.0
         self._closed = False
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None  # the dispatching threads
         self._stats: dict[str, float] = dict.fromkeys(STATS, 0.0)
         self.backend_name = "process" if backend == "auto" else backend
         self._version = ""
@@ -412,12 +481,24 @@ class RayExecutor:
 
     # -- running
     def run(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
-            language: str = "python") -> ExecutionResult:  # fmt: skip
+            language: str = "python", files: Mapping[str, bytes | str] | None = None,
+            fetch_files: Sequence[str] = ()) -> ExecutionResult:  # fmt: skip
         """Run one program on some node; blocks until it is done. Safe to call from any thread.
-        ``language``: as ``Sandbox.run`` (the nodes' sandboxes check it)."""
+        ``language``, ``files`` (input files), ``fetch_files`` (files the result brings back): as
+        ``Sandbox.run`` (the nodes' sandboxes check the language)."""
+        return self.run_many([self._request(code, stdin, limits, trace_id, language, files, fetch_files)])[0]
+
+    def _request(self, code: str, stdin: str, limits: Limits | None, trace_id: str | None, language: str,
+                 files: Mapping[str, bytes | str] | None, fetch_files: Sequence[str]) -> RunRequest:  # fmt: skip
         lim = self._limits(limits)
         check_payload(code, stdin, lim)
-        return self.run_many([RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id, language=language)])[0]
+        inputs = coerce_files(files)
+        if isinstance(fetch_files, str):
+            raise TypeError("fetch_files: expected a list of paths, got one str")
+        fetch = tuple(fetch_files)
+        check_files(inputs, fetch, code, lim, language)
+        return RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id, language=language, files=inputs,
+                          fetch_files=fetch)  # fmt: skip
 
     def _limits(self, limits: Limits | None) -> Limits:
         return resolve_limits(limits, self.default_limits)
@@ -430,12 +511,32 @@ class RayExecutor:
         progress: bool = False,
     ) -> list[ExecutionResult]:
         """Run many programs over the cluster; results come back in request order, one per
-        request. Requests as for ``Sandbox.run_many``, all validated before any runs."""
+        request. Requests as for ``Sandbox.run_many``, all validated before any runs. The batch is
+        dispatched by a thread of this executor while this one only waits: whatever interrupts it
+        (an exception raised in it, its ``cancelling()`` block's cancel) cancels the batch."""
+        reqs, results, keys, todo = self._prepare(requests, limits)
+        if not todo:
+            return self._finish(results, keys, todo)
+        cancel = Cancel()
+        future = self._submit(reqs, results, keys, todo, cancel, progress)
+        outer = current_cancel()
+        link = 0 if outer is None else outer.on_cancel(cancel.cancel)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # (not begun: never runs)
+            cancel.cancel()
+            raise
+        finally:
+            if outer is not None:
+                outer.forget(link)
+
+    def _prepare(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], limits: Limits | None,
+                 ) -> tuple[list[RunRequest], list[ExecutionResult | None], list[str | None], list[int]]:  # fmt: skip
+        """The requests validated, with their limits and trace ids; the cache's answers; what is left to run."""
         default = self._limits(limits)
         items = coerce_requests(requests, default)
         self._check_open()
-        if not items:
-            return []
         reqs = [
             r.model_copy(update={"limits": r.limits or default,
                                  "trace_id": r.trace_id if r.trace_id is not None else f"run/{next(self._counter)}"})
@@ -446,7 +547,8 @@ class RayExecutor:
         if self.cache is not None:
             for i, r in enumerate(reqs):
                 assert r.limits is not None
-                keys[i] = self.cache.key(r.code, r.stdin, r.limits, self._version)
+                packed = _child.pack_files([(n, False, d) for n, d in sorted(r.files.items())]) if r.files else None
+                keys[i] = self.cache.key(r.code, r.stdin, r.limits, self._version, r.language, packed, r.fetch_files)
                 hit = self.cache.get(keys[i] or "")
                 if hit is not None:
                     results[i] = hit.model_copy(update={"trace_id": r.trace_id, "cached": True})
@@ -454,17 +556,32 @@ class RayExecutor:
         with self._cond:
             self._stats["requests"] += len(reqs)
             self._stats["cache_hits"] += len(reqs) - len(todo)
-        if todo:
+        return reqs, results, keys, todo
+
+    def _submit(self, reqs: list[RunRequest], results: list[ExecutionResult | None], keys: list[str | None],
+                todo: list[int], cancel: Cancel, progress: bool = False) -> concurrent.futures.Future[list[ExecutionResult]]:  # fmt: skip
+        """The batch's dispatch (``_dispatch``, then ``_finish``) on one of ``DISPATCH_THREADS``."""
+
+        def work() -> list[ExecutionResult]:
             bar = None
             if progress:
                 from tqdm import tqdm
 
                 bar = tqdm(total=len(todo), desc="ray", unit="run")
             try:
-                self._dispatch(reqs, todo, results, bar)
+                self._dispatch(reqs, todo, results, bar, cancel)
             finally:
                 if bar is not None:
                     bar.close()
+            return self._finish(results, keys, todo)
+
+        with self._cond:
+            self._check_open()
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(DISPATCH_THREADS, thread_name_prefix="ray-dispatch")
+            return self._pool.submit(work)
+
+    def _finish(self, results: list[ExecutionResult | None], keys: list[str | None], todo: list[int]) -> list[ExecutionResult]:
         if self.cache is not None:
             for i in todo:
                 res, key = results[i], keys[i]
@@ -473,15 +590,44 @@ class RayExecutor:
         assert all(r is not None for r in results)
         return [r for r in results if r is not None]
 
-    def _dispatch(self, reqs: list[RunRequest], todo: list[int], results: list[ExecutionResult | None], bar: Any) -> None:
+    # -- asyncio
+    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None, trace_id: str | None = None, *,
+                   language: str = "python", files: Mapping[str, bytes | str] | None = None,
+                   fetch_files: Sequence[str] = ()) -> ExecutionResult:  # fmt: skip
+        """``run`` for an event loop (``arun_many``)."""
+        return (await self.arun_many([self._request(code, stdin, limits, trace_id, language, files, fetch_files)]))[0]
+
+    async def arun_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], *,
+                        limits: Limits | None = None) -> list[ExecutionResult]:  # fmt: skip
+        """``run_many`` for an event loop: the batch is dispatched by a thread of this executor
+        while the caller awaits; the requests are validated first, in the caller. Cancelling the
+        awaiting task (a client that went away, ``asyncio.wait_for``'s deadline) cancels the batch:
+        nothing more is sent, its chunks in flight are cancelled and their runs killed on their nodes."""
+        reqs, results, keys, todo = self._prepare(requests, limits)
+        if not todo:
+            return self._finish(results, keys, todo)
+        cancel = Cancel()
+        future = self._submit(reqs, results, keys, todo, cancel)
+        try:
+            return await asyncio.wrap_future(future)
+        except BaseException:
+            future.cancel()  # (not begun: never runs)
+            cancel.cancel()
+            raise
+
+    def _dispatch(self, reqs: list[RunRequest], todo: list[int], results: list[ExecutionResult | None], bar: Any,
+                  cancel: Cancel) -> None:  # fmt: skip
         """Send ``todo`` out in chunks, at most ``max_in_flight_per_actor`` per actor, collect them as
-        they finish; put back the chunks of a failed actor; fill ``results`` exactly once each."""
+        they finish; put back the chunks of a failed actor; fill ``results`` exactly once each.
+        On ``cancel`` (from any thread: the caller went away) nothing more is sent, every chunk in
+        flight is cancelled and the requests left unanswered answer ``CANCELLED``."""
         ray = self._ray
         errors = ray.exceptions  # the actor will not come back (older Rays raise the base class)
         gone = (getattr(errors, "ActorDiedError", errors.RayActorError), errors.ActorUnschedulableError)
         payload = {i: reqs[i].model_dump_json() for i in todo}
         pending: collections.deque[tuple[int, int]] = collections.deque((i, 0) for i in todo)  # (index, tries)
-        inflight: dict[Any, tuple[_Actor, list[tuple[int, int]]]] = {}
+        inflight: dict[Any, tuple[_Actor, list[tuple[int, int]], int]] = {}  # ref -> actor, chunk, chunk id
+        guard = threading.Lock()  # ``inflight``'s changes, as a cancel from another thread reads it
         looked_again = False
         last_error: dict[int, str] = {}
 
@@ -496,8 +642,16 @@ class RayExecutor:
             self._stats["unplaceable"] += 1
             answer(i, ExecutionResult.infrastructure_failure(f"ray: {why}", trace_id=reqs[i].trace_id, backend=self.backend_name))
 
+        def withdraw() -> None:  # (any thread) every chunk in flight: its actor stops it
+            with guard:
+                chunks = dict(inflight)
+            self._cancel_chunks(chunks)
+            with self._cond:
+                self._cond.notify_all()  # (a wait for another thread's slot looks again)
+
+        cancel.on_cancel(withdraw)
         try:
-            while pending or inflight:
+            while (pending or inflight) and not cancel.cancelled:
                 starting: list[Any] = []
                 with self._cond:
                     self._check_open()
@@ -516,17 +670,19 @@ class RayExecutor:
                             why = "no live sandbox actor on any Ray node (no alive node with CPUs)"
                             give_up(i, why + (f"; last error: {last_error[i]}" if i in last_error else ""))
                         break
-                    while pending:
+                    while pending and not cancel.cancelled:
                         free = [a for a in live if a.in_flight < self.max_in_flight_per_actor]
                         if not free:
                             break
                         a = min(free, key=lambda a: a.in_flight)
                         size = self.chunk_size or chunk_for(a.workers, len(pending), len(live) * self.max_in_flight_per_actor)
                         chunk = [pending.popleft() for _ in range(min(size, len(pending)))]
-                        ref = a.handle.run_chunk.remote([payload[i] for i, _ in chunk])
+                        cid = next(self._chunk_ids)
+                        ref = a.handle.run_chunk.remote([payload[i] for i, _ in chunk], cid)
                         a.in_flight += 1
                         self._stats["peak_in_flight"] = max(self._stats["peak_in_flight"], a.in_flight)
-                        inflight[ref] = (a, chunk)
+                        with guard:
+                            inflight[ref] = (a, chunk, cid)
                         self._stats["chunks"] += 1
                     if not inflight and not starting:  # every slot is another thread's: wait for one
                         self._cond.wait(timeout=1.0)
@@ -537,9 +693,11 @@ class RayExecutor:
                     more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                     ready = list(ready) + list(more)
                 for ref in ready:
-                    if ref not in inflight:
+                    with guard:
+                        entry = inflight.pop(ref, None)
+                    if entry is None:
                         continue  # a starting actor answered: promoted at the top of the loop
-                    a, chunk = inflight.pop(ref)
+                    a, chunk, _ = entry
                     try:
                         out, timing = ray.get(ref)
                         if len(out) != len(chunk):
@@ -549,13 +707,15 @@ class RayExecutor:
                         why = _reason(exc)
                         with self._cond:
                             a.in_flight -= 1
+                            self._cond.notify_all()
+                            if cancel.cancelled:  # (cancelled by us: answered below)
+                                continue
                             self._stats["chunks_retried"] += 1
                             if isinstance(exc, gone) and a.alive:
                                 log.warning("sandbox actor on node %s is gone (%s): its unfinished runs go to other actors",
                                             a.node_id, why.splitlines()[0])  # fmt: skip
                                 self._stats["actors_lost"] += 1
                                 self._drop(a)
-                            self._cond.notify_all()
                         for i, tries in reversed(chunk):
                             last_error[i] = why
                             if tries + 1 >= self.max_attempts:
@@ -572,12 +732,40 @@ class RayExecutor:
                         self._cond.notify_all()
                     for (i, _), res in zip(chunk, done, strict=True):
                         answer(i, res)
+            if cancel.cancelled:  # what is left answers at once, as a local sandbox's withdrawn runs
+                for i in todo:
+                    if results[i] is None:
+                        answer(i, ExecutionResult.infrastructure_failure(CANCELLED, trace_id=reqs[i].trace_id,
+                                                                         backend=self.backend_name))  # fmt: skip
         finally:
-            if inflight:  # interrupted: free the slots (Ray finishes or drops the chunks)
+            with guard:
+                left = dict(inflight)
+                inflight.clear()
+            if left:  # cancelled (or this thread failed): its chunks stop
+                self._cancel_chunks(left)
                 with self._cond:
-                    for a, _ in inflight.values():
+                    for a, _, _ in left.values():
                         a.in_flight -= 1
                     self._cond.notify_all()
+
+    def _cancel_chunks(self, chunks: Mapping[Any, tuple[_Actor, list[tuple[int, int]], int]]) -> None:
+        """Stop chunks in flight (ref -> actor, chunk, chunk id): each actor is told which of its
+        chunks to cancel (``SandboxActor.cancel_chunks``, in its own concurrency group: its sandbox
+        kills their runs, the actor lives on), and each chunk is ``ray.cancel``ed (``force=False``,
+        which Ray refuses for an actor task anyway): one still in the actor's queue never starts."""
+        by_actor: dict[int, tuple[_Actor, list[int]]] = {}
+        for a, _, cid in chunks.values():
+            by_actor.setdefault(id(a), (a, []))[1].append(cid)
+        for a, ids in by_actor.values():
+            try:
+                a.handle.cancel_chunks.options(concurrency_group=CONTROL).remote(ids)
+            except Exception as exc:  # its actor is gone, or Ray is shutting down
+                log.debug("cancel of chunks on %s: %s", a.node_id, exc)
+        for ref in chunks:
+            try:
+                self._ray.cancel(ref)
+            except Exception as exc:
+                log.debug("ray.cancel of a chunk: %s", exc)
 
     # -- lifecycle
     def close(self) -> None:
@@ -588,7 +776,10 @@ class RayExecutor:
                 return
             self._closed = True
             actors, self._actors = self._actors, []
+            pool, self._pool = self._pool, None
             self._cond.notify_all()
+        if pool is not None:  # (a batch that has not begun finds the executor closed)
+            pool.shutdown(wait=False)
         ray = self._ray
         if ray.is_initialized():
             closing = [a.handle.close.remote() for a in actors if a.alive and a.ready is None]

@@ -1,19 +1,25 @@
 """sandbox.RayExecutor on real Ray instances started here: the same results as a local Sandbox
 on a few hundred programs (correct, failing, timing out, out of memory, printing a lot, looking
-around), the Sandbox API and its errors, the in-flight bound over threads, the driver-side cache,
-``executor="ray"`` wherever an executor is accepted; on a ``ray.cluster_utils.Cluster`` (a head
+around), the Sandbox API and its errors, input and fetched files, the in-flight bound over
+threads, the driver-side cache, ``executor="ray"`` wherever an executor is accepted; cancellation
+(a deadline raised in the caller's thread, an asyncio cancellation, a ``cancelling()`` block's
+cancel: the runs on the node are killed, checked from the host in ``/proc``, and the next run is
+not starved); on a ``ray.cluster_utils.Cluster`` (a head
 without CPUs and two worker nodes): a node removed mid-batch with every request answered exactly
 once, then no node left (every request a ``sandbox_error``), then a new node taken into use."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import secrets
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -23,19 +29,23 @@ from pydantic import ValidationError
 import code_env
 import registry
 from baselines.common import EnvSettings
-from code_env import grading
+from code_env import agrade_many, grading
 from code_env.verl import compute_score_batch
 from sandbox import (
+    CANCELLED,
     BackendUnavailableError,
+    Cancel,
     ExecutionResult,
     Limits,
     RayExecutor,
     RunRequest,
     UnknownBackendError,
+    cancelling,
 )
 
 from ._rayenv import ray_environment
 from .conftest import SECRET_VALUE, get_sandbox
+from .test_cancellation import alarm
 
 TASKS = registry.load("builtin")
 BY_ID = {t.problem_id: t for t in TASKS}
@@ -149,6 +159,73 @@ def compared(r: ExecutionResult) -> dict[str, Any]:
     return r.model_dump(exclude=NOT_COMPARED)
 
 
+LONG = Limits(timeout_s=60.0)
+
+
+def sleeper(token: str) -> str:
+    """A program that holds a file named after ``token`` open (how the host finds its process,
+    whatever namespaces it is in) and sleeps for a minute under a one-minute limit: were it not
+    killed, it would hold its worker, and the next run would wait, for a minute."""
+    return f"f = open('held-{token}', 'w')\nimport time\ntime.sleep(60)\nprint(input())\n"
+
+
+def holders(token: str) -> list[int]:
+    """The processes of this machine with a file of ``token`` open, from ``/proc`` (as root: the
+    sandbox's runs are other uids, in namespaces of their own; an open file's link names it)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry.name}/fd")
+        except OSError:  # gone, or not ours to read
+            continue
+        for fd in fds:
+            try:
+                if f"held-{token}" in os.readlink(f"/proc/{entry.name}/fd/{fd}"):
+                    pids.append(int(entry.name))
+                    break
+            except OSError:
+                continue
+    return pids
+
+
+class Watch:
+    """Counts, in a thread, the processes holding ``token``'s file: the most seen at once."""
+
+    def __init__(self, token: str) -> None:
+        self.token, self.most = token, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.most = max(self.most, len(holders(self.token)))
+            self._stop.wait(0.05)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.most
+
+
+def killed_and_not_starved(ex: RayExecutor, token: str, seen: int, since: float) -> None:
+    """The interrupted batch's programs were running (``seen``), none is left (within 20 s: a run
+    left alive would be there for a minute), the next correct program runs on a free worker, the
+    sleepers' runs not begun never began, and the executor holds no chunk in flight."""
+    assert seen >= 1, "no sleeper was seen running: the check from /proc sees nothing here"
+    deadline = time.monotonic() + 20
+    while holders(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holders(token) == [], "a sleeper outlived its cancelled batch"
+    res = ex.run("print(input())", stdin="ok\n")
+    assert (res.stdout, res.exit_code, res.sandbox_error) == ("ok\n", 0, None)
+    assert time.monotonic() - since < 30, "the next run waited for the sleepers (not killed)"
+    assert holders(token) == [], "a sleeper not begun began after its batch was cancelled"
+    assert all(a.in_flight == 0 for a in ex._actors)
+
+
 @pytest.fixture(scope="class")
 def local_ex() -> Iterator[RayExecutor]:
     """A local Ray instance started by the executor, for one class of tests."""
@@ -260,7 +337,89 @@ class TestLocalRay:
                 [compared(r) | {"trace_id": None} for r in first]  # fmt: skip
             assert [r.node for r in again] == [r.node for r in first]
             assert small.stats["cache_hits"] == 2 and small.stats["chunks"] == 2
+            read = "print(open('in.txt').read())"  # the input files are in the cache's key
+            assert [small.run(read, files={"in.txt": t}).stdout for t in ("a", "b", "a")] == ["a\n", "b\n", "a\n"]
+            assert small.stats["cache_hits"] == 3
         assert ex.run("print(1)").ok  # the first executor's Ray is still up
+
+    def test_files_go_in_and_come_back(self, ex: RayExecutor) -> None:
+        code = ("data = open('in/a.txt').read() + open('b.bin', 'rb').read().hex()\nprint(data)\n"
+                "import os\nos.makedirs('out/sub')\nopen('out/sub/r.txt', 'w').write(data[::-1])\n")  # fmt: skip
+        res = ex.run(code, files={"in/a.txt": "abc", "b.bin": b"\x00\xff"}, fetch_files=["out", "missing"])
+        assert (res.stdout, res.files, res.sandbox_error) == ("abc00ff\n", {"out/sub/r.txt": b"ff00cba"}, None)
+        assert res.node in ex.nodes
+        again = ex.run_many([RunRequest(code=code, files={"in/a.txt": b"x", "b.bin": b""}, fetch_files=["out/sub/r.txt"])])
+        assert [(r.stdout, r.files) for r in again] == [("x\n", {"out/sub/r.txt": b"x"})]
+        with pytest.raises(ValueError, match=re.escape("files '../x': a path may not hold")):  # checked on the driver
+            ex.run("print(1)", files={"../x": "no"})
+        with pytest.raises(TypeError, match="fetch_files: expected a list of paths, got one str"):
+            ex.run("print(1)", fetch_files="out")
+
+    def test_a_deadline_in_the_callers_thread_kills_the_runs_on_the_node(self, ex: RayExecutor) -> None:
+        # as verl's NaiveRewardManager with compute_score_timeout: a batch of programs that hang;
+        # more than the workers and the in-flight chunks hold, so that some wait on the driver,
+        # some in the actor's sandbox, some run
+        token = secrets.token_hex(8)
+        batch = [RunRequest(code=sleeper(token), stdin="x\n", limits=LONG)] * (3 * ex.workers + 3)
+        watch = Watch(token)
+        with pytest.raises(TimeoutError, match="timed out after 1"), alarm(1.0):
+            ex.run_many(batch)
+        killed_and_not_starved(ex, token, watch.stop(), time.monotonic())
+        # the same for a single run
+        watch = Watch(token)
+        with pytest.raises(TimeoutError), alarm(1.0):
+            ex.run(sleeper(token), stdin="x\n", limits=LONG)
+        killed_and_not_starved(ex, token, watch.stop(), time.monotonic())
+
+    def test_an_asyncio_cancellation_kills_the_runs_on_the_node(self, ex: RayExecutor) -> None:
+        token = secrets.token_hex(8)
+        echo = registry.Task(
+            problem_id="cancel/echo", prompt="Print the input.", kind="stdio", reference_solution="print(input())\n",
+            timeout_s=60.0, public_tests=[registry.TestCase(stdin=f"{i}\n", expected_stdout=f"{i}\n") for i in range(3)],
+        )  # fmt: skip
+
+        async def main(interrupted: Callable[[], Any], error: type[BaseException]) -> None:
+            watch = Watch(token)
+            with pytest.raises(error):
+                await interrupted()
+            killed_and_not_starved(ex, token, watch.stop(), time.monotonic())
+
+        async def deadline() -> None:
+            await asyncio.wait_for(ex.arun_many([{"code": sleeper(token), "stdin": "x\n", "limits": LONG}] * 5), timeout=1.0)
+
+        async def grade_cancelled() -> None:  # a grade's batch, cancelled through its cancelling() block
+            task = asyncio.ensure_future(agrade_many([(echo, sleeper(token))], sandbox=ex))
+            await asyncio.sleep(1.0)
+            task.cancel()
+            await task
+
+        asyncio.run(main(deadline, asyncio.TimeoutError))
+        asyncio.run(main(grade_cancelled, asyncio.CancelledError))
+        assert (asyncio.run(ex.arun("print(input())", stdin="ok\n"))).stdout == "ok\n"
+
+    def test_a_cancelling_block_cancels_from_another_thread(self, ex: RayExecutor) -> None:
+        token = secrets.token_hex(8)
+        cancel = Cancel()
+        out: list[list[ExecutionResult]] = []
+
+        def work() -> None:
+            with cancelling(cancel):
+                out.append(ex.run_many([RunRequest(code=sleeper(token), stdin="x\n", limits=LONG, trace_id=f"c/{i}")
+                                        for i in range(2 * ex.workers + 3)]))  # fmt: skip
+
+        watch = Watch(token)
+        thread = threading.Thread(target=work)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not holders(token) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        cancel.cancel()
+        thread.join()
+        killed_and_not_starved(ex, token, watch.stop(), time.monotonic())
+        (results,) = out  # every request answered, in order, as a local sandbox's: never scored
+        assert [r.trace_id for r in results] == [f"c/{i}" for i in range(2 * ex.workers + 3)]
+        assert all(r.sandbox_error == CANCELLED and not r.ok for r in results)
 
     def test_executor_ray_wherever_an_executor_is_accepted(self, ex: RayExecutor) -> None:
         sb = get_sandbox("process")
