@@ -25,22 +25,33 @@ what the model wrote after the prompt. ``None`` in the returned list becomes NaN
 every reward function scored ``None`` is left out of its group's baseline and gets no advantage
 (trl 1.16; beside other reward functions, TRL sums what they gave).
 
-``datasets`` is imported only when ``trl_dataset`` is called (extra ``trl``).
+Multi-turn, two ways: ``CodeExecTools``, an ``environment_factory`` (the model calls ``run_tests``
+and ``submit`` as tools in TRL's own tool-calling loop; needs a chat template TRL parses tool
+calls from), and ``CodeExecRollout``, a ``rollout_func`` (``CodeExec-v0`` episodes with
+``max_turns > 1``: the env's feedback comes back as a user message, its tokens masked out of the
+loss; ``episode_reward`` is the matching reward function).
+
+``datasets`` is imported only when ``trl_dataset`` is called (extra ``trl``); ``torch`` and
+``trl`` only when ``CodeExecRollout`` generates with a trainer.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from registry import Task
-from registry.verify import FUNCTION_DRIVERS, Runner
+from registry.verify import FUNCTION_DRIVERS, Job, Runner, Verification, verify_many
 from sandbox.languages import resolve as resolve_language
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
+from .env import CodeExecEnv, StepResult, task_prompt
 from .grading import Grade, Judged, default_sandbox, grade_many, judge_many, program_language
 from .records import grade_record
 from .reward import RewardConfig
@@ -420,7 +431,9 @@ class CodeExecTools:
     ladder; the last submission counts). ``get_reward()``: the submitted program's grade; with no
     submission, the grade of the last program given to ``run_tests``, else of an empty program
     (the "no attempt" tier). ``max_test_runs`` bounds ``run_tests`` calls per episode. A sample
-    the sandbox failed on gets ``None`` (TRL leaves it out), as ``TRLReward`` gives."""
+    the sandbox failed on gets ``None`` (TRL leaves it out), as ``TRLReward`` gives. ``calls``:
+    the episode's tool calls, for whoever inspects a rollout (TRL keeps the instances of the last
+    batch in ``trainer.environments``, in the order of its completions)."""
 
     def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
                  config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
@@ -437,6 +450,9 @@ class CodeExecTools:
         self._submitted: str | None = None
         self._tested: str | None = None
         self._test_runs = 0
+        self.calls: list[tuple[str, str]] = []
+        """The episode's tool calls so far, ``(tool, code)`` each, in order (a call refused for
+        the spent ``max_test_runs`` budget too); emptied by ``reset``."""
 
     def reset(self, **row: Any) -> str | None:
         """A new episode, for the dataset row TRL gives (its ``problem_id`` names the task)."""
@@ -448,6 +464,7 @@ class CodeExecTools:
         self._task = task or resolve_task(problem_id, list(self._tasks.values()), what=self._id_column)
         self._submitted = self._tested = None
         self._test_runs = 0
+        self.calls = []
         return ("Tools: run_tests(code) runs a complete program against the public tests and shows each result; "
                 "submit(code) hands in the final program, graded on public and hidden tests.")  # fmt: skip
 
@@ -461,6 +478,7 @@ class CodeExecTools:
             One line per public test (passed or failed, the input, the expected and the actual output, the error), and what the program printed.
         """
         task = self._current()
+        self.calls.append(("run_tests", code))
         if self._test_runs >= self._max_test_runs:
             return f"run_tests: the budget of {self._max_test_runs} test runs for this task is spent; submit(code) to finish"
         self._test_runs += 1
@@ -486,6 +504,7 @@ class CodeExecTools:
             That the program was received (the grade comes as the reward).
         """
         self._current()
+        self.calls.append(("submit", code))
         self._submitted = code
         return "submitted"
 
@@ -500,3 +519,375 @@ class CodeExecTools:
         if self._task is None:
             raise RuntimeError("CodeExecTools: a tool was called before reset()")
         return self._task
+
+
+Generate = Callable[[list[list[int]], list[int]], list[list[int]]]
+"""``generate(sequences, max_new_tokens)``: for each token sequence (a prompt and the episode so
+far), the tokens the policy writes next, at most ``max_new_tokens[i]`` of them, ending with an
+end-of-sequence token when the policy stopped by itself."""
+
+
+@dataclass
+class Episode:
+    """One rollout of ``CodeExecRollout``: what the model wrote and what the env made of it."""
+
+    problem_id: str
+    trace_id: str
+    """``problem_id/sample``: what the env's trace ids of the episode's turns begin with."""
+    programs: list[str] = field(default_factory=list)
+    """The program of each turn (``program_of`` of the reply), as the env ran it."""
+    step_rewards: list[float] = field(default_factory=list)
+    feedback: list[str] = field(default_factory=list)
+    """The feedback message after each turn but the last (as the model read it)."""
+    model_tokens: int = 0
+    """Tokens the model wrote (``env_mask`` 1)."""
+    feedback_tokens: int = 0
+    """Tokens of the feedback between the replies (``env_mask`` 0: not trained on)."""
+    reward: float | None = None
+    """The episode's return (None: the sandbox or the LLM judge's endpoint failed; TRL skips it)."""
+    tier: str = ""
+    end: str = ""
+    """``terminated`` (every public test passed, or a single-turn episode), ``truncated:<budget>``
+    (the env's budget: ``turns``, ...), ``completion_length`` (no room left for the feedback and
+    another turn in ``max_completion_length``), ``sandbox_error`` or ``judge_error``."""
+
+    @property
+    def turns(self) -> int:
+        return len(self.programs)
+
+
+def feedback_message(lines: Sequence[str], language: str = "python") -> str:
+    """The default feedback of ``CodeExecRollout``: the env's rendering of its observation of the
+    last program (``CodeExecEnv.render_lines``: public tests passed, the failing ones, stderr) and
+    what to do next — the message ``baselines/llm_agent.py`` sends."""
+    return ("Your program was run on the public tests:\n\n" + "\n".join(lines) +
+            f"\n\nFix the program. Reply with the complete corrected program in one ```{language} code block.")  # fmt: skip
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _chat_ids(tokenizer: Any, messages: list[dict[str, Any]], kwargs: Mapping[str, Any], *, generation: bool) -> list[int]:
+    ids: Any = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=True, return_dict=False,
+                                             **kwargs)  # fmt: skip
+    if isinstance(ids, Mapping):  # (a tokenizer that returns its BatchEncoding anyway)
+        ids = ids["input_ids"]
+    return [int(t) for t in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+
+
+def feedback_ids(tokenizer: Any, text: str, *, eos_token_ids: Sequence[int] = (),
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:  # fmt: skip
+    """The tokens that follow a model's reply when ``text`` comes back as the next user message:
+    the end of the assistant's turn the chat template adds after the reply's end-of-sequence
+    token, the user message, and the next assistant header (the generation prompt). Computed as
+    TRL computes a tool response's tokens (``GRPOTrainer._get_tool_suffix_ids``): the template
+    applied to a dummy exchange with and without the message, the shorter cut after its last
+    end-of-sequence token; the episode's tokens are then concatenated, never re-tokenized. A
+    template that renders earlier messages differently once another follows (not
+    prefix-preserving) is refused."""
+    kwargs = dict(chat_template_kwargs or {})
+    exchange = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!"}]
+    before = _chat_ids(tokenizer, exchange, kwargs, generation=False)
+    after = _chat_ids(tokenizer, [*exchange, {"role": "user", "content": text}], kwargs, generation=True)
+    stops = set(eos_token_ids) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+    ends = [i for i, t in enumerate(before) if t in stops]
+    if ends:
+        before = before[: ends[-1] + 1]
+    if after[: len(before)] != before:
+        raise ValueError("the chat template renders a conversation differently once another message follows (it is not "
+                         "prefix-preserving): the feedback's tokens cannot be appended to the episode's")  # fmt: skip
+    return after[len(before) :]
+
+
+class CodeExecRollout:
+    """A TRL ``rollout_func`` for ``GRPOTrainer``: every completion is a multi-turn ``CodeExec-v0``
+    episode (``max_turns``, default 3). The trainer's model writes a reply; its program
+    (``program_of``) is the env's action; unless the episode is over, the env's feedback on the
+    public tests comes back as the next user message (``feedback``, default ``feedback_message``
+    of ``env.render_lines()``) and the model replies again::
+
+        rollout = code_env.trl.CodeExecRollout("builtin", max_turns=3)
+        trainer = GRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=code_env.trl_dataset("builtin"),
+                              rollout_func=rollout, reward_funcs=code_env.trl.episode_reward)
+
+    The completion TRL trains on is the whole episode after the prompt: the model's replies and,
+    between them, the feedback's tokens (through the chat template, ``feedback_ids``), which the
+    returned ``env_mask`` marks 0 so that they are left out of the loss (and of TRL's completion
+    lengths); the model's own tokens are 1. The episode's return goes to the reward function as
+    the column ``code_env_return`` (``episode_reward`` reads it; ``None`` when the sandbox or the
+    LLM judge's endpoint failed, which TRL skips), with ``code_env_tier`` and ``code_env_turns``.
+
+    The task of a prompt: its last user message is looked up among the tasks' messages
+    (``trl_dataset(tasks)`` builds them; the task's own prompt is accepted too; a system message
+    may be anything). Chat prompts only: the feedback is a conversation turn.
+
+    Token budget: the episode's completion (replies and feedback) holds at most
+    ``max_completion_length`` tokens (TRL's), and each reply at most ``max_turn_tokens`` (None:
+    what is left). A reply cut by either is still the env's action (its generation marked
+    ``context_window_overflow``). When the feedback and one more token no longer fit, the episode
+    ends there with the last program's tier, as when the env's turns run out.
+
+    Generation: ``__call__`` (what TRL calls) generates with the trainer's model through
+    ``model.generate`` and the trainer's ``generation_config`` (sampling settings, end-of-sequence
+    tokens), all open episodes of a turn in one batch, unwrapped as TRL unwraps it
+    (``trl.models.unwrap_model_for_generation``; tested in one CPU process, not under FSDP, whose
+    parameter gathering TRL's own generation adds). A trainer with ``use_vllm=True`` is refused:
+    this path does not drive vLLM. ``rollout(prompts, generate, tokenizer, ...)`` runs episodes
+    with any ``Generate`` callable. ``logprobs`` is ``None``, as TRL's own ``generate`` path gives.
+
+    The envs: one ``CodeExecEnv`` per completion of a batch (kept for the next), on ``sandbox``
+    (default: the process-wide sandbox), with ``config`` (the reward, as for ``TRLReward``),
+    ``language`` and ``env_kwargs`` (any other ``CodeExec-v0`` argument: ``turn_time_s``,
+    ``log_dir`` for trajectory logs, ...); all programs of a round go to the sandbox in one
+    batch. ``last_episodes``: the ``Episode`` of every completion of the latest call."""
+
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, max_turns: int = 3,
+                 sandbox: Runner | str | None = None, config: RewardConfig | Mapping[str, Any] | str | Path | None = None,
+                 language: str = "python", join_prompt: JoinPrompt = "auto", max_turn_tokens: int | None = None,
+                 feedback: Callable[[Sequence[str]], str] | None = None, **env_kwargs: Any) -> None:  # fmt: skip
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"max_turns: expected an integer >= 1, got {max_turns!r}")
+        if max_turn_tokens is not None and (isinstance(max_turn_tokens, bool) or not isinstance(max_turn_tokens, int)
+                                            or max_turn_tokens < 1):  # fmt: skip
+            raise ValueError(f"max_turn_tokens: expected an integer >= 1 or None, got {max_turn_tokens!r}")
+        if join_prompt not in ("auto", True, False):
+            raise ValueError(f"join_prompt: expected 'auto', True or False, got {join_prompt!r}")
+        for key, ours in (("executor", "sandbox"), ("reward", "config")):
+            if key in env_kwargs:
+                raise TypeError(f"CodeExecRollout: the env's {key!r} is CodeExecRollout's {ours!r} argument")
+        self.language = program_language(language)
+        self.tasks = [t for t in load_tasks(tasks) if self.language in FUNCTION_DRIVERS or t.kind == "stdio"]
+        if not self.tasks:
+            raise ValueError(f"CodeExecRollout: no stdio task among the tasks: a {self.language} program answers stdio "
+                             "tasks only (function tasks are graded in Python)")  # fmt: skip
+        self.config = reward_config(config)
+        self.max_turns = max_turns
+        self.join_prompt = join_prompt
+        self.max_turn_tokens = max_turn_tokens
+        self.feedback: Callable[[Sequence[str]], str] = feedback or (lambda lines: feedback_message(lines, self.language))
+        self._sandbox = sandbox
+        self._env_kwargs = env_kwargs
+        self._envs: list[CodeExecEnv] = []
+        self._by_message: dict[str, Task | None] = {}
+        for task in self.tasks:
+            for key in {text.strip() for text in (_user_message(task, self.language), task_prompt(task, self.language), task.prompt)}:
+                seen = self._by_message.get(key, task)
+                self._by_message[key] = task if seen is task or (seen is not None and seen.problem_id == task.problem_id) else None
+        self.episodes_seen = 0
+        self.last_episodes: list[Episode] = []
+
+    # -------------------------------------------------------------------------------- TRL
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """TRL's ``rollout_func(prompts, trainer)``: one episode per prompt (TRL hands each prompt
+        ``num_generations`` times already)."""
+        if getattr(trainer, "use_vllm", False):
+            raise NotImplementedError("CodeExecRollout generates with trainer.model.generate; with use_vllm=True use "
+                                      "environment_factory=code_env.trl.CodeExecTools (TRL's own tool loop) instead")  # fmt: skip
+        processing = trainer.processing_class
+        tokenizer = getattr(processing, "tokenizer", processing)
+        config = getattr(trainer.model, "config", None)
+        max_length = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        eos = list(getattr(trainer, "eos_token_ids", None) or [tokenizer.eos_token_id])
+        return self.rollout(prompts, partial(_trainer_generate, trainer, tokenizer, eos), tokenizer,
+                            max_completion_length=int(trainer.max_completion_length), max_length=max_length,
+                            eos_token_ids=eos, chat_template_kwargs=getattr(trainer, "chat_template_kwargs", None))  # fmt: skip
+
+    def close(self) -> None:
+        """Close the envs (their trajectory logs); a later call makes new ones."""
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
+
+    # ---------------------------------------------------------------------------- episodes
+
+    def task_of(self, prompt: Any) -> Task:
+        """The task a chat prompt asks for (its last user message; see the class)."""
+        if isinstance(prompt, str) or not isinstance(prompt, list) or not all(isinstance(m, dict) for m in prompt):
+            raise ValueError("CodeExecRollout: expected chat prompts (lists of messages; trl_dataset(format='chat')), got "
+                             f"{type(prompt).__name__}: the feedback comes back as a conversation turn")  # fmt: skip
+        users = [m for m in prompt if m.get("role") == "user"]
+        text = _message_text(users[-1].get("content")).strip() if users else ""
+        if text not in self._by_message:
+            raise KeyError(f"CodeExecRollout: no task has the prompt {text[:80]!r}...: build the dataset with "
+                           "code_env.trl_dataset(tasks) from the tasks given to CodeExecRollout")  # fmt: skip
+        task = self._by_message[text]
+        if task is None:
+            raise KeyError(f"CodeExecRollout: several tasks have the prompt {text[:80]!r}...: it names none of them")
+        return task
+
+    def _env_pool(self, n: int) -> list[CodeExecEnv]:
+        while len(self._envs) < n:
+            self._envs.append(CodeExecEnv(self.tasks, executor=self._sandbox, reward=self.config, max_turns=self.max_turns,
+                                          language=self.language, **self._env_kwargs))  # fmt: skip
+        return self._envs[:n]
+
+    def rollout(self, prompts: Sequence[Any], generate: Generate, tokenizer: Any, *, max_completion_length: int,
+                max_length: int | None = None, eos_token_ids: Sequence[int] = (),
+                chat_template_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Run one episode per prompt with ``generate`` as the policy; TRL's rollout result:
+        ``prompt_ids``, ``completion_ids``, ``logprobs`` (None), ``env_mask`` (1: the model's
+        token, 0: the env's), ``code_env_return``, ``code_env_tier``, ``code_env_turns``.
+        ``max_length``: the model's context (prompt and completion), if it has one."""
+        kwargs = dict(chat_template_kwargs or {})
+        tasks = [self.task_of(p) for p in prompts]
+        stops = set(eos_token_ids) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        prompt_ids = [_chat_ids(tokenizer, list(p), kwargs, generation=True) for p in prompts]
+        envs = self._env_pool(len(prompts))
+        episodes = []
+        for i, (env, task) in enumerate(zip(envs, tasks, strict=True)):
+            env.reset(options={"problem_id": task.problem_id, "sample": self.episodes_seen + i})
+            episodes.append(Episode(problem_id=task.problem_id, trace_id=str(env.trace_id).rsplit("/", 2)[0]))
+        self.episodes_seen += len(prompts)
+        completion: list[list[int]] = [[] for _ in prompts]
+        mask: list[list[int]] = [[] for _ in prompts]
+
+        def room(i: int) -> int:
+            left = max_completion_length - len(completion[i])
+            if max_length is not None:
+                left = min(left, max_length - len(prompt_ids[i]) - len(completion[i]))
+            return left if self.max_turn_tokens is None else min(left, self.max_turn_tokens)
+
+        for i in range(len(prompts)):
+            if room(i) < 1:
+                raise ValueError(f"CodeExecRollout: the prompt of {tasks[i].problem_id} leaves no room for a reply "
+                                 f"({len(prompt_ids[i])} tokens; max_completion_length {max_completion_length}, "
+                                 f"context {max_length})")  # fmt: skip
+        active = list(range(len(prompts)))
+        while active:
+            rooms = [room(i) for i in active]
+            replies = generate([prompt_ids[i] + completion[i] for i in active], rooms)
+            if len(replies) != len(active):
+                raise ValueError(f"generate: expected {len(active)} replies, got {len(replies)}")
+            programs = []
+            for i, reply, limit in zip(active, replies, rooms, strict=True):
+                ids = [int(t) for t in reply][:limit]
+                completion[i] += ids
+                mask[i] += [1] * len(ids)
+                episodes[i].model_tokens += len(ids)
+                if not ids or ids[-1] not in stops:
+                    envs[i].end_generation("context_window_overflow")
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                programs.append(program_of(tasks[i], text, None, join_prompt=self.join_prompt, language=self.language))
+            results = _step_together([envs[i] for i in active], programs)
+            still = []
+            for i, program, (_, reward, terminated, truncated, info) in zip(active, programs, results, strict=True):
+                ep = episodes[i]
+                ep.programs.append(program)
+                ep.step_rewards.append(float(reward))
+                ep.tier = str(info["reward_breakdown"].get("tier", ""))
+                failed = "sandbox_error" if info.get("sandbox_error") else "judge_error" if info.get("judge_error") else None
+                if failed is not None:
+                    ep.reward, ep.end, ep.tier = None, failed, failed
+                elif terminated or truncated:
+                    ep.reward = round(sum(ep.step_rewards), 6)
+                    ep.end = "terminated" if terminated else f"truncated:{info.get('budget')}"
+                else:
+                    message = self.feedback(envs[i].render_lines())
+                    more = feedback_ids(tokenizer, message, eos_token_ids=sorted(stops), chat_template_kwargs=kwargs)
+                    completion[i] += more  # (taken back below when it leaves no room for a reply)
+                    if room(i) >= 1:
+                        mask[i] += [0] * len(more)
+                        ep.feedback.append(message)
+                        ep.feedback_tokens += len(more)
+                        still.append(i)
+                        continue
+                    del completion[i][len(completion[i]) - len(more) :]
+                    # as when the env's turns run out: the last program keeps its tier (the bonus paid is in the steps)
+                    ep.reward = float(info["reward_breakdown"]["reward"])
+                    ep.end = "completion_length"
+            active = still
+        self.last_episodes = episodes
+        return {"prompt_ids": prompt_ids, "completion_ids": completion, "logprobs": None, "env_mask": mask,
+                "code_env_return": [e.reward for e in episodes], "code_env_tier": [e.tier for e in episodes],
+                "code_env_turns": [e.turns for e in episodes]}  # fmt: skip
+
+
+def _step_together(envs: Sequence[CodeExecEnv], actions: Sequence[str]) -> list[StepResult]:
+    """One step of each env, their verification rounds merged: every program of a round goes to
+    the (shared) executor in one ``run_many``, as ``CodeExecVectorEnv`` does."""
+    results: dict[int, StepResult] = {}
+    rounds: dict[int, Generator[list[Job], list[Verification], StepResult]] = {}
+    pending: dict[int, list[Job]] = {}
+    for i, (env, action) in enumerate(zip(envs, actions, strict=True)):
+        gen = env.step_rounds(action)
+        try:
+            pending[i] = next(gen)
+            rounds[i] = gen
+        except StopIteration as stop:  # decided without running anything (a budget)
+            results[i] = stop.value
+    while pending:
+        order = list(pending)
+        verdicts = verify_many([job for i in order for job in pending[i]], envs[order[0]].executor)
+        at = 0
+        for i in order:
+            mine, at = verdicts[at : at + len(pending[i])], at + len(pending[i])
+            try:
+                pending[i] = rounds[i].send(mine)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del pending[i]
+    return [results[i] for i in range(len(envs))]
+
+
+def _trainer_generate(trainer: Any, tokenizer: Any, eos_token_ids: Sequence[int], sequences: list[list[int]],
+                      max_new_tokens: list[int]) -> list[list[int]]:  # fmt: skip
+    """``Generate`` with a TRL trainer's model: left-padded batch, the trainer's generation config
+    (up to the largest ``max_new_tokens``), each reply cut after its first end-of-sequence token
+    and at its own limit."""
+    import torch
+    from trl.models import unwrap_model_for_generation
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_token_ids[0]
+    width = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        input_ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+        attention[row, width - len(seq) :] = 1
+    device = trainer.accelerator.device
+    config = copy.deepcopy(trainer.generation_config)
+    config.max_new_tokens = max(max_new_tokens)
+    args = trainer.args
+    with (
+        unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                    gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True),
+                                    generation_kwargs=getattr(trainer, "generation_kwargs", None),
+                                    gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs", None)) as model,
+        torch.no_grad(),
+    ):  # fmt: skip
+        out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config)
+    stops = set(eos_token_ids)
+    replies = []
+    for row, limit in zip(out[:, width:].cpu().tolist(), max_new_tokens, strict=True):
+        cut = next((k + 1 for k, t in enumerate(row) if t in stops), len(row))
+        replies.append(row[: min(cut, limit)])
+    return replies
+
+
+def episode_reward(prompts: Sequence[Any] = (), completions: Sequence[Any] = (), *,
+                   code_env_return: Sequence[float | None] | None = None, code_env_tier: Sequence[str] | None = None,
+                   code_env_turns: Sequence[int] | None = None, log_extra: Callable[[str, list[Any]], None] | None = None,
+                   log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:  # fmt: skip
+    """The ``reward_funcs`` entry for ``CodeExecRollout``: each completion's episode return (the
+    column ``code_env_return`` the rollout adds; ``None`` for a sandbox or judge failure, which
+    TRL skips). Logs each episode's tier and turns to TRL's completions table (``code_env_tier``,
+    ``code_env_turns``) and the share of solved episodes and the mean turns to its metrics
+    (``code_env/solved``, ``code_env/turns``)."""
+    if code_env_return is None:
+        raise KeyError("episode_reward: no 'code_env_return' column: it is the return that CodeExecRollout adds; "
+                       "GRPOTrainer(rollout_func=code_env.trl.CodeExecRollout(...), reward_funcs=episode_reward)")  # fmt: skip
+    if code_env_tier is not None and code_env_turns is not None:
+        tiers, turns = list(code_env_tier), [int(t) for t in code_env_turns]
+        if callable(log_extra):
+            log_extra("code_env_tier", tiers)
+            log_extra("code_env_turns", turns)
+        if callable(log_metric) and tiers:
+            log_metric("code_env/solved", tiers.count("all_tests") / len(tiers))
+            log_metric("code_env/turns", sum(turns) / len(turns))
+    return [None if r is None else float(r) for r in code_env_return]

@@ -302,8 +302,10 @@ def test_code_exec_tools_is_an_environment_factory_as_trl_reads_one() -> None:
     env.run_tests("x = 1")
     assert "budget of 2 test runs" in env.run_tests("x = 2")
     assert env.submit(task.reference_solution) == "submitted" and env.get_reward() == 1.0
+    assert [name for name, _ in env.calls] == ["run_tests"] * 3 + ["submit"]  # the refused one too
+    assert env.calls[-1] == ("submit", task.reference_solution)
     env.reset(**row)  # a new rollout starts clean
-    assert env.get_reward() == -0.5
+    assert env.get_reward() == -0.5 and env.calls == []
     with pytest.raises(KeyError, match="no 'problem_id' column"):
         env.reset(prompt="x")
     with pytest.raises(RuntimeError, match="before reset"):
