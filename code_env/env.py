@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
-import multiprocessing.util
 import os
 import random
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -38,16 +36,16 @@ from ._visible import visible
 from .grading import (
     RunSummary,
     Scored,
+    SharedSandbox,
     grade_many,
     is_shared_sandbox,
     overflow_breakdown,
     resolve_executor,
     run_rounds,
     score_rounds,
-    shared_sandbox,
 )
 from .reward import RewardBreakdown, RewardConfig
-from .spaces import AnyText
+from .spaces import NO_SHAPE, AnyText
 from .tracing import GENERATION_ENDS, GenerationEnd, State, trace_id
 from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
@@ -166,25 +164,19 @@ def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: R
     return obs
 
 
-_closed_at_exit: set[tuple[int, int]] = set()  # (pid, id) of the shared sandboxes already registered
-
-
 def default_executor(backend: str, executor: Runner | str | None = None) -> Runner:
     """The executor of an env: ``executor`` as ``grading.resolve_executor`` makes it (``"ray"``:
     the process-wide ``RayExecutor``; an object with ``run_many``: itself); given none (or
-    ``"local"``), the process-wide sandbox of ``backend`` (``grading.shared_sandbox``). In a
-    multiprocessing worker (``AsyncVectorEnv``, SB3's ``SubprocVecEnv``) that sandbox is also
-    closed when the worker ends, before the worker is joined — so the vector env's ``close()``
-    returns with no sandbox process of its workers left, rather than leaving them to notice, a
-    moment later, that their parent is gone."""
-    if executor is not None and executor != "local":
-        return resolve_executor(executor, backend=backend)
-    sandbox = shared_sandbox(backend)
-    key = (os.getpid(), id(sandbox))
-    if multiprocessing.parent_process() is not None and key not in _closed_at_exit:
-        _closed_at_exit.add(key)
-        multiprocessing.util.Finalize(None, sandbox.close, exitpriority=10)
-    return sandbox
+    ``"local"``, or the process-wide sandbox itself, or another env's handle on it), a
+    ``grading.SharedSandbox`` of its own on the process-wide sandbox of ``backend``: the workers
+    start with the first program any env runs and stop when the last env that ran one closes (a
+    vector env's workers, in ``AsyncVectorEnv`` or SB3's ``SubprocVecEnv``, each have their own,
+    stopped by the env's ``close()`` or at the worker's exit, before it is joined)."""
+    if isinstance(executor, SharedSandbox):
+        return SharedSandbox(executor.backend)
+    if executor is None or executor == "local" or is_shared_sandbox(executor, backend):
+        return SharedSandbox(backend)
+    return resolve_executor(executor, backend=backend)
 
 
 class PicklableEnv:
@@ -201,11 +193,22 @@ class PicklableEnv:
     executor: Runner
 
     def _remember_executor(self, executor: Runner | str | None, backend: str) -> None:
+        """After ``self.executor = default_executor(backend, executor)``: what a copy remakes."""
         self._backend_name = backend
-        if executor is None or isinstance(executor, str):
+        if isinstance(self.executor, SharedSandbox):  # a copy gets one on its own process's sandbox
+            self._backend_name, self._executor_spec = self.executor.backend, "local"
+        elif executor is None or isinstance(executor, str):
             self._executor_spec = executor or "local"
         else:  # None: an object of its own, which no copy can share
-            self._executor_spec = "local" if is_shared_sandbox(executor, backend) else None
+            self._executor_spec = None
+
+    def _release_executor(self) -> None:
+        """``close()``: the env no longer uses the process-wide sandbox's workers (the last env's
+        close stops them; a later step starts them again). An executor object of the caller's
+        (a ``Sandbox``, a ``RayExecutor``) stays the caller's to close."""
+        executor = getattr(self, "executor", None)
+        if isinstance(executor, SharedSandbox):
+            executor.close()
 
     def __getstate__(self) -> dict[str, Any]:
         if self._executor_spec is None:
@@ -377,7 +380,8 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
     Text fields flatten (``gymnasium.wrappers.FlattenObservation``) to ``ord(c) + 1`` per character,
     zero-padded to ``2**20`` each: about 4.2 million integers per observation. They have no array
     ``shape``: Stable-Baselines3 and other libraries that need numeric spaces stop with a
-    ``TypeError`` that points to ``CodeExecTokens-v0``.
+    ``TypeError`` that points to ``CodeExecTokens-v0`` (SB3's algorithms where they ask for the
+    shape, its ``check_env`` where it asks for ``compute_reward``).
 
     ## Rewards (``RewardConfig``, defaults)
     Single-turn: syntax error -1, timeout -0.5, OOM -0.5, no attempt (nothing defined, no entry
@@ -413,7 +417,8 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
     text of a run; see ``code_env.trajectory``), and
     ``executor`` (anything with ``run_many``, shared between environments; ``"ray"`` for the
     process-wide ``sandbox.RayExecutor`` over a Ray cluster, ``$RAY_ADDRESS`` or a local one;
-    default the process-wide sandbox of ``backend``), ``render_mode``
+    default the process-wide sandbox of ``backend``, whose workers start with the first program
+    an env runs and stop when the last env that ran one closes: ``grading.SharedSandbox``), ``render_mode``
     (``"ansi"``: text; ``"rgb_array"``: that text as a 480 x 240 image; see ``render``). See
     ``EnvConfig``.
 
@@ -806,7 +811,19 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
     def _make_logger(self) -> Any:
         return self.config.logger()
 
+    @property
+    def compute_reward(self) -> NoReturn:
+        """Not an attribute of this env: the ``TypeError`` that points to ``CodeExecTokens-v0``.
+        Stable-Baselines3's ``check_env`` first asks every env whether it is goal-conditioned
+        (``hasattr(env.unwrapped, "compute_reward")``), before it checks observations that a text
+        env cannot give it (SB3 wants numeric arrays, and a scalar ``Box``'s bounds check fails in
+        NumPy 2): this is where it learns what to use instead. (``hasattr`` stays False for any
+        other attribute this env lacks; no Gymnasium code asks for this one.)"""
+        raise TypeError("CodeExec-v0 is not an env for Stable-Baselines3 (its check_env, its algorithms): "
+                        + NO_SHAPE.format(space=self.action_space))
+
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        self._release_executor()
         super().close()

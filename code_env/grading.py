@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import difflib
+import multiprocessing
+import multiprocessing.util
 import os
 import threading
 import time
-from collections.abc import Generator, Iterable, Sequence
+import weakref
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
 
@@ -29,37 +32,183 @@ from registry.verify import (
     shown_output,
     verify_many,
 )
-from sandbox import Cancel, LanguageUnavailableError, Sandbox, cancelling
+from sandbox import (
+    Cancel,
+    ExecutionResult,
+    LanguageUnavailableError,
+    RunRequest,
+    Sandbox,
+    cancelling,
+)
 
 from .judge import JudgeConfig, LLMJudge, apply
 from .reward import RewardBreakdown, RewardConfig
 from .tracing import Transitions, retried, run_marks, trace_id
 
-_shared: dict[tuple[str, int], Sandbox] = {}
 _lock = threading.Lock()
 
 
-def shared_sandbox(backend: str = "auto") -> Sandbox:
-    """A process-wide sandbox per backend (one worker per core), made on first use and shared by
-    every grader and environment of the process that does not bring its own executor. A forked
-    child (a SubprocVecEnv or AsyncVectorEnv worker) makes its own: the parent's workers are not its."""
+class _Shared:
+    """The process-wide sandbox of one backend in one process, and who uses it: started on first
+    use; stopped when nothing uses it any more (no ``SharedSandbox`` of an open env that ran a
+    program, no call in flight) unless pinned (``shared_sandbox``: a caller with no ``close``,
+    such as ``grade``); started again by the next use. A re-entrant lock: a vector env that the
+    garbage collector closes (Gymnasium's ``VectorEnv.__del__``) may release its handle at any
+    allocation, inside this class's own critical sections too; each of them changes the state
+    before it does anything that allocates much, so that such a re-entry finds it consistent."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.lock = threading.RLock()
+        self.sandbox: Sandbox | None = None
+        self.pinned = False
+        self.users: weakref.WeakSet[SharedSandbox] = weakref.WeakSet()
+        self.busy = 0  # calls in flight
+        self.starts = 0  # sandboxes started so far (for tests and diagnostics)
+
+    def _start(self) -> Sandbox:
+        if self.sandbox is None:
+            sb = Sandbox(self.backend)
+            self.sandbox, self.starts = sb, self.starts + 1
+        return self.sandbox
+
+    def pin(self) -> Sandbox:
+        with self.lock:
+            self.pinned = True
+            return self._start()
+
+    def enter(self, user: SharedSandbox) -> Sandbox:
+        """A call of ``user`` begins: the running sandbox (started if needed)."""
+        with self.lock:
+            self.busy += 1  # (first: nothing stops the sandbox while it starts)
+            try:
+                sb = self._start()
+                self.users.add(user)
+            except BaseException:
+                self.busy -= 1
+                raise
+            return sb
+
+    def leave(self) -> None:
+        """A call has ended."""
+        with self.lock:
+            self.busy -= 1
+            self._stop_if_unused()
+
+    def release(self, user: SharedSandbox) -> None:
+        with self.lock:
+            self.users.discard(user)
+            self._stop_if_unused()
+
+    def _stop_if_unused(self) -> None:
+        if self.sandbox is not None and not (self.pinned or self.busy or len(self.users)):
+            sb, self.sandbox = self.sandbox, None
+            sb.close()
+
+    def shutdown(self) -> None:
+        """At the process's exit (or a multiprocessing worker's): stop the workers, whoever uses them."""
+        with self.lock:
+            sb, self.sandbox, self.pinned = self.sandbox, None, False
+            self.users.clear()
+            if sb is not None:
+                sb.close()
+
+
+_shared: dict[tuple[str, int], _Shared] = {}
+
+
+def _shared_of(backend: str) -> _Shared:
+    """This process's ``_Shared`` of ``backend``. A forked child (a SubprocVecEnv or
+    AsyncVectorEnv worker) has its own: the parent's workers are not its. In a multiprocessing
+    worker its sandbox is also stopped when the worker ends, before the worker is joined, so that
+    a vector env's ``close()`` returns with no sandbox process of its workers left."""
     key = (backend, os.getpid())
     with _lock:
-        if key not in _shared:
-            sb = Sandbox(backend)
-            _shared[key] = sb
-            atexit.register(sb.close)
-        return _shared[key]
+        shared = _shared.get(key)
+        if shared is None:
+            shared = _shared[key] = _Shared(backend)
+            atexit.register(shared.shutdown)
+            if multiprocessing.parent_process() is not None:
+                multiprocessing.util.Finalize(None, shared.shutdown, exitpriority=10)
+        return shared
+
+
+class SharedSandbox:
+    """An environment's handle on the process-wide sandbox of ``backend``: a runner (``run_many``,
+    ``run``) whose first call starts the sandbox's workers, if they are not running, and makes it
+    one of their users until ``close()``; when the last user closes (and no call is in flight),
+    the workers stop, unless something pinned them (``shared_sandbox``: ``grade``, the adapters).
+    A call after ``close()`` starts them again and makes the handle a user again, transparently.
+    Every env made without an executor object holds one of its own (``code_env.env.default_executor``);
+    a handle that is never closed counts until it is garbage-collected (the workers stop at the
+    next release, or at exit). It pickles (and copies) as a new handle on the process-wide sandbox
+    of the process where it lands, and a forked copy uses its own process's."""
+
+    def __init__(self, backend: str = "auto") -> None:
+        if not isinstance(backend, str):
+            raise TypeError(f"backend: expected a backend name, got {type(backend).__name__}")
+        self.backend = backend
+
+    def run_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], **kwargs: Any) -> list[ExecutionResult]:
+        """``Sandbox.run_many`` on the process-wide sandbox (started if needed)."""
+        shared = _shared_of(self.backend)
+        sb = shared.enter(self)
+        try:
+            return sb.run_many(requests, **kwargs)
+        finally:
+            shared.leave()
+
+    def run(self, code: str, stdin: str = "", **kwargs: Any) -> ExecutionResult:
+        """``Sandbox.run`` on the process-wide sandbox (started if needed)."""
+        shared = _shared_of(self.backend)
+        sb = shared.enter(self)
+        try:
+            return sb.run(code, stdin, **kwargs)
+        finally:
+            shared.leave()
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The process-wide sandbox while its workers run, else None (never starts them)."""
+        shared = _shared.get((self.backend, os.getpid()))
+        return None if shared is None else shared.sandbox
+
+    def close(self) -> None:
+        """This handle no longer uses the workers (idempotent); the last user's close stops them."""
+        shared = _shared.get((self.backend, os.getpid()))
+        if shared is not None:
+            shared.release(self)
+
+    def __reduce__(self) -> tuple[type[SharedSandbox], tuple[str]]:
+        return (SharedSandbox, (self.backend,))
+
+    def __repr__(self) -> str:
+        return f"SharedSandbox(backend={self.backend!r}, {'running' if self.sandbox is not None else 'not running'})"
+
+
+def shared_sandbox(backend: str = "auto") -> Sandbox:
+    """The process-wide sandbox of ``backend`` (one worker per core), started if it is not running
+    and **pinned**: it then runs until the process exits, whatever environments close. The callers
+    that have no ``close`` use it: ``grade``/``grade_many``/``evaluate`` without a sandbox (their
+    first call starts the workers, which then stay, as ever), the TRL and verl adapters, replay,
+    the demo. Environments hold a ``SharedSandbox`` instead, which starts the workers on their
+    first program and stops them when the last env closes (unless pinned). A forked child (a
+    SubprocVecEnv or AsyncVectorEnv worker) makes its own: the parent's workers are not its."""
+    return _shared_of(backend).pin()
 
 
 def is_shared_sandbox(runner: object, backend: str = "auto") -> bool:
-    """Whether ``runner`` is this process's shared sandbox of ``backend`` (never makes one)."""
+    """Whether ``runner`` is this process's shared sandbox of ``backend``, or a ``SharedSandbox``
+    handle on it (never starts one)."""
+    if isinstance(runner, SharedSandbox):
+        return runner.backend == backend
     with _lock:
-        return runner is _shared.get((backend, os.getpid()))
+        shared = _shared.get((backend, os.getpid()))
+    return shared is not None and runner is not None and runner is shared.sandbox
 
 
 def default_sandbox() -> Sandbox:
-    """The shared sandbox of the default backend."""
+    """The shared sandbox of the default backend (pinned: ``shared_sandbox``)."""
     return shared_sandbox("auto")
 
 

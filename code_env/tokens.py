@@ -167,7 +167,8 @@ class CodeExecTokensEnv(PicklableEnv, gym.Env[np.ndarray, np.int64]):
     seed=task_seed, difficulty=difficulty)``. ``max_tokens`` (length budget, default 16; raise it
     for difficulty > 2), ``reward`` (``RewardConfig``, file path, or None for the defaults),
     ``executor`` (anything with ``run_many``; default the process-wide sandbox of ``backend``,
-    ``"auto"``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``),
+    ``"auto"``, started by the first graded program, stopped when the last env that used it
+    closes: ``grading.SharedSandbox``), ``render_mode`` (``"ansi"``, ``"rgb_array"`` or None; see ``render``),
     ``log_dir`` (a folder for the trajectory log, or None: no log), ``log_every`` (log every
     N-th episode, default 1), ``log_max_bytes`` and ``log_text_bytes`` (the log's bounds, as
     ``CodeExec-v0``'s). ``reset(options={"problem_id": ...})`` picks a task of the pool;
@@ -387,6 +388,7 @@ class CodeExecTokensEnv(PicklableEnv, gym.Env[np.ndarray, np.int64]):
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        self._release_executor()
         super().close()
 
     def render(self) -> str | np.ndarray | None:

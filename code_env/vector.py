@@ -14,7 +14,9 @@ What differs is ``step``: every sub-env's step is a sequence of verification rou
 every program of the batch. Naming a mode gives Gymnasium's own classes, which step sub-envs
 without batching them: ``"sync"`` one after another in this process (each step's public and
 hidden runs still side by side), ``"async"`` one process per sub-env, each with its own sandbox
-(closed as the worker exits, so ``close()`` leaves no process behind).
+(closed as the worker exits, so ``close()`` leaves no process behind). In every mode the
+sandbox's workers start with the first program run (making an env starts none) and stop when
+the last env using them closes (``grading.SharedSandbox``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gymnasium.vector.utils import concatenate, iterate
 from registry.verify import Job, Runner, Verification, verify_many
 
 from .env import CodeExecEnv, StepResult, default_executor
+from .grading import SharedSandbox
 
 
 def autoreset_mode_of(mode: str | AutoresetMode) -> AutoresetMode:
@@ -59,6 +62,14 @@ class CodeExecVectorEnv(SyncVectorEnv):
         self.executor: Runner = default_executor(env_kwargs.get("backend", "auto"), executor)
         make = partial(CodeExecEnv, executor=self.executor, **env_kwargs)
         super().__init__([make] * num_envs, copy=copy, autoreset_mode=autoreset_mode)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """The sub-envs, then this env's handle on the process-wide sandbox (``default_executor``):
+        the last env's close stops its workers."""
+        super().close_extras(**kwargs)
+        executor = getattr(self, "executor", None)
+        if isinstance(executor, SharedSandbox):
+            executor.close()
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = list(iterate(self.action_space, actions))

@@ -212,6 +212,7 @@ XDIST_GROUPS = {
     "tests/test_grpo.py": "test_grpo",
     "tests/test_sb3_ppo.py": "test_sb3_ppo",
     "tests/test_ray_executor.py": "test_ray_executor",
+    "tests/test_rllib.py": "test_ray_executor",  # (a Ray instance of its own: not beside the one above)
     "tests/test_nsjail_isolation.py": "test_nsjail_isolation",
     "tests/test_logtools.py": "test_logtools",
     "tests/test_visible.py": "test_visible",

@@ -35,6 +35,7 @@ import registry
 from code_env import CodeExecEnv, evaluate
 from code_env._textimage import GREEN, RED
 from code_env.env import task_prompt
+from code_env.grading import SharedSandbox
 from code_env.reward import RewardConfig
 from code_env.spaces import AnyText, SharedTexts
 from registry import Task
@@ -494,7 +495,7 @@ def test_async_vector_env_shows_the_text_and_leaves_no_process_behind(context: s
         envs.close()
         return their_sandboxes
 
-    cycle()  # what lives as long as this process: its own sandbox (the spaces' dummy env), a forkserver
+    cycle()  # what lives as long as this process: a forkserver (the spaces' dummy env starts no sandbox)
     before = _children()
     left = {p.pid: about for _ in range(3) for p in cycle() if (about := _alive(p))}
     after = _children()
@@ -639,8 +640,11 @@ def test_the_envs_pickle_and_copy_with_the_process_wide_sandbox() -> None:
     task = registry.resolve("builtin/sum-of-evens")
     for make in (lambda: code_env.CodeExecEnv(), lambda: code_env.tokens.CodeExecTokensEnv()):
         env = make()
+        assert isinstance(env.executor, SharedSandbox)
         for copied in (pickle.loads(pickle.dumps(env)), pickle.loads(cloudpickle.dumps(env)), copy.deepcopy(env)):
-            assert copied.executor is env.executor  # (this process's)
+            # a handle of its own on this process's sandbox (each env's close releases its own)
+            assert isinstance(copied.executor, SharedSandbox) and copied.executor is not env.executor
+            assert copied.executor.backend == env.executor.backend
             if isinstance(env, code_env.CodeExecEnv):
                 copied.reset(seed=0, options={"problem_id": task.problem_id})
                 assert copied.step(task.reference_solution)[1] == 1.0
@@ -648,6 +652,8 @@ def test_the_envs_pickle_and_copy_with_the_process_wide_sandbox() -> None:
                 copied.reset(seed=0)
                 rewards = [copied.step(a)[1] for a in copied.reference_actions()]
                 assert rewards[-1] == 1.0
+            copied.close()
+        env.close()
     own = Sandbox(workers=1)
     try:
         with pytest.raises(TypeError, match="executor object of its own \\(Sandbox\\) cannot be pickled or copied"):
