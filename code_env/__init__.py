@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 _register(id="CodeExec-v0", entry_point="code_env.env:CodeExecEnv", vector_entry_point="code_env.vector:CodeExecVectorEnv")
 _register(id="CodeExecTokens-v0", entry_point="code_env.tokens:CodeExecTokensEnv")
+_register(id="CodeAgent-v0", entry_point="code_env.agent:CodeAgentEnv")
 
 __all__ = [
     "AnyText",
