@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,7 +45,9 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from registry import Task
-from sandbox import ExecutionResult, Limits, RunRequest
+from sandbox import ExecutionResult, LanguageUnavailableError, Limits, RunRequest
+from sandbox.languages import LANGUAGES, OUTPUT_DIR, Language, UnknownLanguageError
+from sandbox.languages import resolve as resolve_language
 
 from .adapters import load_tasks, reward_config
 from .env import (
@@ -62,6 +65,7 @@ from .spaces import AnyText
 
 MAIN = "main.py"
 TOOL_NAMES = ("list_files", "read_file", "write_file", "edit_file", "run", "run_tests", "submit")
+RUN_PROCESSES = 16  # of a ``run`` (a shell script's pipeline forks)
 READ_CHARS = 20_000  # of a file shown by read_file, and of a run's stdout and stderr each
 _SANDBOX_PROGRAM = "solution.py"  # the name a Python program has in its jail (never a workspace file)
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
@@ -84,10 +88,13 @@ TOOLS: list[dict[str, Any]] = [
                                                         "new": {"type": "string"}},
                        "required": ["path", "old", "new"]}}},
     {"type": "function", "function": {
-        "name": "run", "description": "Run a Python file of the workspace (python FILE) in the sandbox, with stdin; "
-                                     "the files it writes stay in the workspace.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "stdin": {"type": "string"}},
-                       "required": ["path"]}}},
+        "name": "run", "description": "Run a file of the workspace in the sandbox, with stdin: a program of its language "
+                                     "by its extension (.py as `python FILE`, .js, .sh, .c, .cpp, .rs, .go, .java, .ts), "
+                                     "or `command`: a runtime and the file (`python test_public.py`). The files it "
+                                     "writes stay in the workspace.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "command": {"type": "string"},
+                                                        "stdin": {"type": "string"}},
+                       "required": []}}},
     {"type": "function", "function": {
         "name": "run_tests", "description": f"Run {MAIN} against the task's public tests; one line per test.",
         "parameters": {"type": "object", "properties": {}, "required": []}}},
@@ -409,35 +416,76 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         self.workspace = files
 
     def _run(self, args: dict[str, Any]) -> tuple[ExecutionResult, str]:
-        path = check_path(_arg(args, "run", "path"))
+        path, lang = self._program(args)
         stdin = _arg(args, "run", "stdin", "")
-        if path not in self.workspace:
-            raise ToolError(f"run: no file {path!r}")
-        if not path.endswith(".py"):
-            raise ToolError(f"run: {path} is not a Python file (.py); the runtime here is `python FILE`")
         assert self._task is not None
-        launcher = f"import runpy, sys\nsys.argv = [{path!r}]\nrunpy.run_path({path!r}, run_name='__main__')\n"
-        limits = Limits(timeout_s=self.call_time_s, memory_mb=self._task.memory_mb,
+        if lang.name == "python":  # ``python FILE``: the file runs as itself, beside every other file
+            code = f"import runpy, sys\nsys.argv = [{path!r}]\nrunpy.run_path({path!r}, run_name='__main__')\n"
+            files, program_file = self.workspace, _SANDBOX_PROGRAM
+        else:  # the file is the program (the jail names it as its language does), the rest beside it
+            code = self.workspace[path].decode("utf-8", "replace")
+            files, program_file = {p: d for p, d in self.workspace.items() if p != path}, lang.source
+            if lang.source in files:
+                raise ToolError(f"run: {lang.source} is where a {lang.title} program goes in the sandbox; "
+                                f"rename that file to run {path}")  # fmt: skip
+            if lang.compiled and any(p.split("/")[0] == OUTPUT_DIR for p in files):
+                raise ToolError(f"run: {OUTPUT_DIR}/ is where the compiled {lang.title} program goes; rename that directory")
+        limits = Limits(timeout_s=self.call_time_s, memory_mb=self._task.memory_mb, max_processes=RUN_PROCESSES,
                         max_disk_mb=max(16, 4 * self.max_bytes >> 20))  # fmt: skip
         try:
-            request = RunRequest(code=launcher, stdin=stdin, limits=limits, files=self.workspace, fetch_files=(".",),
+            request = RunRequest(code=code, stdin=stdin, limits=limits, files=files, fetch_files=(".",), language=lang.name,
                                  trace_id=f"{self._task.problem_id}/agent/{self._calls}")  # fmt: skip
-        except (TypeError, ValueError) as exc:  # (stdin that UTF-8 cannot encode, over its size)
+            (res,) = self.executor.run_many([request])
+        except (TypeError, ValueError, LanguageUnavailableError) as exc:  # (stdin UTF-8 cannot encode; no toolchain)
             raise ToolError(f"run: {first_line(exc)}") from None
-        (res,) = self.executor.run_many([request])
-        lines = [f"exit code {res.exit_code}" + (f" (signal {res.signal_name})" if res.signal is not None else "")
-                 + (" — timed out" if res.timeout_hit else "") + (" — out of memory" if res.oom else "")]  # fmt: skip
         if res.sandbox_error is not None:
             return res, f"run: the sandbox failed (not your program's fault): {res.sandbox_error}"
-        left = {p: d for p, d in res.files.items() if p != _SANDBOX_PROGRAM}
-        try:
-            self._store(left, "run")
-        except ToolError as exc:
-            lines.append(f"{exc}: the run's changes to the workspace were dropped")
+        lines = []
+        if res.compile_status is not None and res.compile_status != "ok":
+            lines.append(f"compile {'timed out' if res.compile_timeout_hit else 'failed'}:\n{res.compile_stderr[-READ_CHARS:]}")
+        else:
+            lines.append(f"exit code {res.exit_code}" + (f" (signal {res.signal_name})" if res.signal is not None else "")
+                         + (" — timed out" if res.timeout_hit else "") + (" — out of memory" if res.oom else ""))  # fmt: skip
+        if res.compile_status in (None, "ok"):
+            # what the run left: not the program's own file in the jail, nor a compiled program's output
+            left = {p: d for p, d in res.files.items()
+                    if p != program_file and not (lang.compiled and p.split("/")[0] == OUTPUT_DIR)}  # fmt: skip
+            if lang.name != "python":
+                left[path] = self.workspace[path]
+            try:
+                if not res.files:  # (the jail's work dir is never empty: the program is in it)
+                    raise ToolError("run: the work dir held more than 256 files or entries, or more bytes than it may")
+                self._store(left, "run")
+            except ToolError as exc:
+                lines.append(f"{exc}: the run's changes to the workspace were dropped")
         lines.append(f"stdout:\n{res.stdout[-READ_CHARS:]}" if res.stdout else "stdout: (none)")
         if res.stderr:
             lines.append(f"stderr:\n{res.stderr[-READ_CHARS:]}")
         return res, "\n".join(lines)
+
+    def _program(self, args: dict[str, Any]) -> tuple[str, Language]:
+        """The file a ``run`` call runs and its language: ``path`` (the language by its extension)
+        or ``command`` (``RUNTIME FILE``: ``python main.py``, ``node x.js``, ``g++ a.cpp``...)."""
+        if "command" in args and "path" not in args:
+            words = shlex.split(_arg(args, "run", "command"))
+            if len(words) != 2:
+                raise ToolError("run: a command is a runtime and a file of the workspace, such as `python test_public.py`")
+            try:
+                lang = resolve_language(words[0])
+            except UnknownLanguageError as exc:
+                raise ToolError(f"run: {exc}") from None
+            path = check_path(words[1])
+        else:
+            path = check_path(_arg(args, "run", "path"))
+            ext = "." + path.rsplit(".", 1)[-1] if "." in path.split("/")[-1] else ""
+            found = [lang for lang in LANGUAGES.values() if ext in lang.extensions]
+            if not found:
+                known = ", ".join(e for lang in LANGUAGES.values() for e in lang.extensions)
+                raise ToolError(f"run: {path} has no extension of a language here ({known})")
+            lang = found[0]
+        if path not in self.workspace:
+            raise ToolError(f"run: no file {path!r}")
+        return path, lang
 
     def _grade(self, *, hidden: bool) -> Grade:
         assert self._task is not None

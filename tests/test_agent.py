@@ -7,7 +7,9 @@ hidden tests never enter the workspace; the budgets end the episode by the ladde
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +20,7 @@ import code_env  # noqa: F401  (registers the envs)
 from code_env.agent import CodeAgentEnv, ToolError, parse_tool_call
 from sandbox import Sandbox
 
+from ._nobody import ROOT, as_user, can_drop
 from .conftest import BACKENDS, get_sandbox, watched
 
 PID = "builtin/sum-of-evens"
@@ -130,6 +133,36 @@ def test_a_run_brings_back_regular_files_only_and_within_the_limits(sb: Sandbox)
     assert "f0" not in env.workspace
 
 
+def test_a_run_of_other_languages_and_commands(sb: Sandbox) -> None:
+    env = make(sb)
+    call(env, "write_file", path="hello.sh", content="echo hi > from_bash.txt\ncat main.py | head -c 3\n")
+    obs, _, _, _, info = call(env, "run", command="bash hello.sh")
+    if info["tool_error"] and "cannot run" in info["tool_error"]:
+        pytest.skip(info["tool_error"])
+    assert info["tool_error"] is None and int(obs["exit_code"]) == 0, obs["tool_result"]
+    assert env.workspace["from_bash.txt"] == b"hi\n" and "hello.sh" in env.workspace and "main.sh" not in env.workspace
+    obs, _, _, _, info = call(env, "run", command="python test_public.py")
+    assert "test 1:" in obs["stdout"], obs["tool_result"]
+    for args, message in (({"command": "rm -rf ."}, "a runtime and a file"), ({"command": "cobol x.cob"}, "unknown language"),
+                          ({"path": "PROMPT.md"}, "no extension of a language"), ({"path": "nope.py"}, "no file")):  # fmt: skip
+        obs, _, _, _, info = call(env, "run", **args)
+        assert info["tool_error"] is not None and message in info["tool_error"], info
+
+
+def test_a_compiled_program_runs_and_a_failed_compile_keeps_the_workspace(sb: Sandbox) -> None:
+    env = make(sb)
+    call(env, "write_file", path="prog.cpp", content='#include <cstdio>\nint main() { std::puts("cpp"); }\n')
+    obs, _, _, _, info = call(env, "run", path="prog.cpp")
+    if info["tool_error"] and "cannot run" in info["tool_error"]:
+        pytest.skip(info["tool_error"])
+    assert obs["stdout"] == "cpp\n" and not any(p.startswith("out/") for p in env.workspace), obs["tool_result"]
+    before = dict(env.workspace)
+    call(env, "write_file", path="bad.cpp", content="int main( {")
+    obs, _, _, _, info = call(env, "run", path="bad.cpp")
+    assert "compile failed" in obs["tool_result"] and "bad.cpp" in env.workspace
+    assert {k: v for k, v in env.workspace.items() if k != "bad.cpp"} == before
+
+
 def test_the_hidden_tests_never_enter_the_workspace(sb: Sandbox) -> None:
     env = make(sb)
     task = env.task
@@ -181,6 +214,35 @@ def test_a_run_past_its_time_is_that_calls_timeout(sb: Sandbox) -> None:
     call(env, "write_file", path="loop.py", content="while True:\n    pass\n")
     obs, _r, terminated, truncated, _info = call(env, "run", path="loop.py")
     assert int(obs["timeout"]) == 1 and "timed out" in obs["tool_result"] and not (terminated or truncated)
+
+
+def scripted_episode(backend: str) -> dict[str, Any]:
+    """The scripted agent's episode on a sandbox of ``backend`` of its own, and what a run of
+    another episode saw of the first's workspace (as a normal user: ``as_user``)."""
+    with Sandbox(backend=backend, workers=1) as box:  # type: ignore[arg-type]
+        env, other = CodeAgentEnv("builtin", executor=box), CodeAgentEnv("builtin", executor=box)
+        env.reset(seed=0, options={"problem_id": PID})
+        other.reset(seed=0, options={"problem_id": PID})
+        rewards = [call(env, "write_file", path="main.py", content=WRONG)[1], call(env, "run_tests")[1],
+                   call(env, "edit_file", path="main.py", old="n % 2", new="n % 2 == 0")[1], call(env, "run_tests")[1]]  # fmt: skip
+        call(env, "write_file", path="mine.txt", content="first episode's")
+        call(other, "write_file", path="probe.py", content="import os\nprint(os.path.exists('mine.txt'))")
+        seen = call(other, "run", path="probe.py")[0]["stdout"]
+        _, r, terminated, _, info = call(env, "submit")
+    return {"rewards": [*rewards, r], "terminated": terminated, "tier": info["reward_breakdown"]["tier"], "seen": seen}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="already a normal user: the tests above run as this user")
+@pytest.mark.skipif(can_drop() is not None, reason=str(can_drop()))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_scripted_episode_as_a_normal_user(backend: str, nobody_tmp: Path) -> None:
+    code = f"import json\nfrom tests.test_agent import scripted_episode\nprint(json.dumps(scripted_episode({backend!r})))"
+    out = as_user([sys.executable, "-c", code], tmp=nobody_tmp, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (got["terminated"], got["tier"], got["seen"]) == (True, "all_tests", "False\n"), got
+    assert sum(got["rewards"]) == pytest.approx(1.0)
 
 
 def test_it_passes_gymnasiums_env_checker() -> None:
