@@ -180,7 +180,51 @@ def run_demo(*, n_tasks: int = 8, log_dir: str | Path | None = None, as_json: bo
     print(f"\n{len(results)} episodes in {elapsed:.1f} s: {len(results) / elapsed:.1f} episodes/s "
           f"(the failures spend their time limits on purpose)")  # fmt: skip
     print(visible(where))
+    print()
+    agent_demo()
     return 0
+
+
+# A scripted coding agent on CodeAgent-v0: it looks around, writes a program with a mistake, runs
+# the public tests, fixes the mistake and submits (the calls as a model would send them)
+AGENT_TASK = "builtin/sum-of-evens"
+AGENT_CALLS: list[dict[str, Any]] = [
+    {"name": "list_files", "arguments": {}},
+    {"name": "read_file", "arguments": {"path": "PROMPT.md"}},
+    {"name": "write_file", "arguments": {"path": "main.py", "content":
+        "def sum_of_evens(nums):\n    return sum(n for n in nums if n % 2)\n"}},
+    {"name": "run", "arguments": {"command": "python test_public.py"}},
+    {"name": "run_tests", "arguments": {}},
+    {"name": "edit_file", "arguments": {"path": "main.py", "old": "n % 2", "new": "n % 2 == 0"}},
+    {"name": "run_tests", "arguments": {}},
+    {"name": "submit", "arguments": {}},
+]  # fmt: skip
+
+
+def agent_demo() -> float:
+    """Play ``AGENT_CALLS`` on ``CodeAgent-v0`` and print each call, its result's first line and
+    its reward; the episode's return."""
+    from .agent import CodeAgentEnv
+
+    env = CodeAgentEnv("builtin")
+    try:
+        env.reset(seed=0, options={"problem_id": AGENT_TASK})
+        print(f"CodeAgent-v0, a scripted agent on {AGENT_TASK} (tool calls on a workspace of files):")
+        total = 0.0
+        for action in AGENT_CALLS:
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            args = ", ".join(f"{k}={v!r}" if len(repr(v)) < 40 else f"{k}=..." for k, v in action["arguments"].items())
+            lines = obs["tool_result"].splitlines() or [""]
+            first = ", ".join(line.split(" (")[0] for line in lines) if action["name"] == "list_files" else lines[0]
+            extra = f" | {obs['stdout'].splitlines()[0]}" if action["name"] == "run" and obs["stdout"] else ""
+            print(visible(f"  {action['name']}({args}) -> {first[:70]}{extra[:50]}  reward {reward:+.2f}", keep_newlines=False))
+            if terminated or truncated:
+                break
+        print(f"  return {total:+.2f} (the tier: the process bonus was an advance on it)")
+        return total
+    finally:
+        env.close()
 
 
 def _where(log_dir: Path) -> str:

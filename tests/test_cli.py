@@ -333,6 +333,9 @@ def test_demo_runs_the_policies_side_by_side(tmp_path: Path) -> None:
     assert sum(len(f.read_text().splitlines()) for f in run.glob("*.jsonl")) == steps
     table = cli("demo", "--tasks", "2", "--log-dir", str(tmp_path / "log"))
     assert "episodes/s" in table.stdout and "scripted fixer" in table.stdout
+    # the scripted coding agent on CodeAgent-v0: it fixes its mistake and returns its tier
+    assert "CodeAgent-v0, a scripted agent" in table.stdout and "run_tests() -> 1/3 public tests passed" in table.stdout
+    assert "return +1.00" in table.stdout
     (second,) = [d for d in (tmp_path / "log").iterdir() if d.name not in ("latest", run.name)]
     assert f"trajectory log: {second} (linked as {tmp_path / 'log' / 'latest'})" in table.stdout
     assert sum(len(f.read_text().splitlines()) for f in run.glob("*.jsonl")) == steps  # the first run's log is as it was
