@@ -27,11 +27,26 @@ the advances (a solved episode returns exactly its tier). Budgets, each its own 
 less the advances), ``call_chars`` and ``episode_time`` (``min(budget_exhausted, tier of the last
 run_tests)`` less the advances, as ``CodeExec-v0``'s); ``call_time_s`` is each run's time limit
 (a run past it is that call's timeout, shown in its result).
+
+Logs (``log_dir``, ``log_every``, ``log_max_bytes``, ``log_text_bytes``: as ``CodeExec-v0``'s,
+through the same ``TrajectoryLogger``): one record per call, ``"env": "CodeAgent-v0"``, with the
+call (``action``: the text, or an object as its JSON with ``action_format`` ``"json"``, whole as
+``CodeExec-v0``'s programs are; ``call``: its parsed name and arguments, long texts clipped), the
+observation (texts bounded), the run's ``ExecutionResult`` (``executions``), the grade's public
+tests and the program it graded, the reward, its breakdown, the budget label, the workspace's
+size and SHA-256 after the call (``workspace``) and a unified diff against the workspace before it
+(``workspace_diff``: a binary file or one too large is named, not dumped; the diff and the graded
+program keep 4 x ``log_text_bytes``), and the env's ``config`` (``AgentConfig``), from which
+``code-env replay`` rebuilds the env, steps the calls again and compares the rewards,
+observations and workspaces.
 """
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import json
+import os
 import re
 import shlex
 import time
@@ -43,12 +58,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from registry import Task
 from sandbox import ExecutionResult, LanguageUnavailableError, Limits, RunRequest
 from sandbox.languages import LANGUAGES, OUTPUT_DIR, Language, UnknownLanguageError
 from sandbox.languages import resolve as resolve_language
 
+from ._errors import first_error
 from .adapters import load_tasks, reward_config
 from .env import (
     INT_BOUND,
@@ -57,14 +74,18 @@ from .env import (
     _clip,
     check_render_mode,
     default_executor,
+    task_fingerprint,
     task_prompt,
 )
 from .grading import Grade, grade_many
 from .reward import RewardConfig
 from .spaces import AnyText
+from .tracing import trace_id
+from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger, clip_text
 
 MAIN = "main.py"
 TOOL_NAMES = ("list_files", "read_file", "write_file", "edit_file", "run", "run_tests", "submit")
+PYTHON_TOOL = "python"  # the stateful code interpreter's tool (``interpreter=True``: code_env.interpreter)
 RUN_PROCESSES = 16  # of a ``run`` (a shell script's pipeline forks)
 READ_CHARS = 20_000  # of a file shown by read_file, and of a run's stdout and stderr each
 _SANDBOX_PROGRAM = "solution.py"  # the name a Python program has in its jail (never a workspace file)
@@ -143,8 +164,8 @@ def parse_tool_call(action: Any) -> tuple[str, dict[str, Any]]:
         args = {}
     if not isinstance(args, Mapping):
         raise ToolError(f"{name}: the arguments must be a JSON object, got {type(args).__name__}")
-    if name not in TOOL_NAMES:
-        raise ToolError(f"unknown tool {name!r}: the tools are {', '.join(TOOL_NAMES)}")
+    if name not in (*TOOL_NAMES, PYTHON_TOOL):
+        raise ToolError(f"unknown tool {name!r}: the tools are {', '.join(TOOL_NAMES)} (and {PYTHON_TOOL} with interpreter=True)")
     return name, dict(args)
 
 
@@ -228,7 +249,9 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
     ``tasks`` (set name, .jsonl path or list of ``Task``), ``executor``/``backend`` (as
     ``CodeExec-v0``'s), ``reward``, ``max_calls`` (30), ``max_call_chars`` (100,000),
     ``call_time_s`` (10), ``episode_time_s`` (None), the workspace's ``max_files`` (64),
-    ``max_bytes`` (1 MiB) and ``max_file_bytes`` (256 KiB), ``render_mode`` (``"ansi"``).
+    ``max_bytes`` (1 MiB) and ``max_file_bytes`` (256 KiB), ``render_mode`` (``"ansi"``); the
+    trajectory log's ``log_dir`` (None: no log), ``log_every`` (every N-th episode),
+    ``log_max_bytes`` (the directory's cap) and ``log_text_bytes`` (kept of each long text).
     """
 
     metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - Gymnasium's convention
@@ -237,7 +260,9 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
                  reward: RewardConfig | Mapping[str, Any] | str | Path | None = None, max_calls: int = 30,
                  max_call_chars: int = 100_000, call_time_s: float = 10.0, episode_time_s: float | None = None,
                  max_files: int = 64, max_bytes: int = 1 << 20, max_file_bytes: int = 256 << 10,
-                 render_mode: str | None = None) -> None:  # fmt: skip
+                 render_mode: str | None = None, log_dir: str | os.PathLike[str] | None = None, log_every: int = 1,
+                 log_max_bytes: int = MAX_TOTAL_BYTES, log_text_bytes: int = TEXT_BYTES,
+                 interpreter: bool = False) -> None:  # fmt: skip
         for name, value, low in (("max_calls", max_calls, 1), ("max_call_chars", max_call_chars, 1),
                                  ("max_files", max_files, 4), ("max_bytes", max_bytes, 4096),
                                  ("max_file_bytes", max_file_bytes, 1024)):  # fmt: skip
@@ -253,10 +278,26 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         self.max_calls, self.max_call_chars, self.call_time_s = max_calls, max_call_chars, float(call_time_s)
         self.episode_time_s = episode_time_s
         self.max_files, self.max_bytes, self.max_file_bytes = max_files, max_bytes, max_file_bytes
+        try:
+            self.config = AgentConfig(
+                tasks=str(tasks) if isinstance(tasks, (str, Path)) else INLINE, backend=backend, reward=self.reward_config,
+                max_calls=max_calls, max_call_chars=max_call_chars, call_time_s=call_time_s, episode_time_s=episode_time_s,
+                max_files=max_files, max_bytes=max_bytes, max_file_bytes=max_file_bytes,
+                log_dir=None if log_dir is None else os.fspath(log_dir), log_every=log_every,
+                log_max_bytes=log_max_bytes, log_text_bytes=log_text_bytes, interpreter=interpreter)  # fmt: skip
+        except ValidationError as exc:
+            raise ValueError(f"CodeAgent-v0: {first_error(exc)}") from None
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.executor = default_executor(backend, executor)
         self._remember_executor(executor, backend)
-        self.tools = TOOLS
+        self.interpreter = bool(interpreter)
+        self._session: Any = None  # the episode's CodeInterpreter, made by its first python call
+        if self.interpreter:
+            from .interpreter import TOOL as PYTHON
+
+            self.tools = [*TOOLS, PYTHON]
+        else:
+            self.tools = TOOLS
         text, count = AnyText(MAX_TEXT_CHARS), spaces.Box(0, INT_BOUND, shape=(), dtype=np.int64)
         self.action_space = AnyText(max(max_call_chars, 1) * 2)
         self.observation_space = spaces.Dict({
@@ -275,10 +316,17 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         self._started = 0.0
         self._obs: dict[str, Any] = {}
         self._last_call = ""
-        self.logger = None
+        self._episode = -1  # every episode of this env (the log's ``episode``)
+        self._seed: int | None = None
+        self._step_run: ExecutionResult | None = None  # this step's run, for its log record
+        self._step_grades: list[tuple[str, Grade]] = []  # this step's grades (the program graded, its grade)
+        self.logger: TrajectoryLogger | None = self._make_logger()
 
-    def _make_logger(self) -> Any:
-        return None  # (the trajectory log of CodeAgent-v0 is not built yet)
+    def _make_logger(self) -> TrajectoryLogger | None:
+        c = self.config
+        if c.log_dir is None:
+            return None
+        return TrajectoryLogger(c.log_dir, every=c.log_every, max_total_bytes=c.log_max_bytes, text_bytes=c.log_text_bytes)
 
     # -- episode
     @property
@@ -295,13 +343,26 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         else:
             self._task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self.workspace = starter_files(self._task)
+        self._end_session()
+        self._episode += 1
+        if seed is not None:
+            self._seed = seed
         self._done, self._calls, self._bonus_paid, self._best_passed = False, 0, 0.0, 0
         self._last_tier, self._started, self._last_call = None, time.monotonic(), ""
         result = f"Workspace: {', '.join(sorted(self.workspace))}. Edit {MAIN}; run_tests() when you like; submit() to finish."
         self._obs = self._observation(result, None, None)
-        return self._obs, {"problem_id": self._task.problem_id, "tools": [t["function"]["name"] for t in TOOLS]}
+        return self._obs, {"problem_id": self._task.problem_id, "tools": [t["function"]["name"] for t in self.tools]}
 
     def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        logged = self.logger is not None and self.logger.wants(self._episode) and self._task is not None and not self._done
+        before = dict(self.workspace) if logged else {}
+        self._step_run, self._step_grades = None, []
+        out = self._step(action)
+        if logged:
+            self._log(action, before, *out)
+        return out
+
+    def _step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         if self._task is None:
             raise ResetNeeded("CodeAgent-v0: step() before reset()")
         if self._done:
@@ -335,6 +396,8 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
                     self._bonus_paid += reward
                 self._best_passed = max(self._best_passed, passed)
                 result = _test_lines(grade)
+            elif name == PYTHON_TOOL:
+                result = self._python(args)
             elif name == "run":
                 run, result = self._run(args)
                 if run.sandbox_error is not None:
@@ -436,6 +499,7 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
             request = RunRequest(code=code, stdin=stdin, limits=limits, files=files, fetch_files=(".",), language=lang.name,
                                  trace_id=f"{self._task.problem_id}/agent/{self._calls}")  # fmt: skip
             (res,) = self.executor.run_many([request])
+            self._step_run = res
         except (TypeError, ValueError, LanguageUnavailableError) as exc:  # (stdin UTF-8 cannot encode; no toolchain)
             raise ToolError(f"run: {first_line(exc)}") from None
         if res.sandbox_error is not None:
@@ -491,8 +555,10 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         assert self._task is not None
         program = self.workspace.get(MAIN, b"").decode("utf-8", "replace")
         task = self._task.model_copy(update={"timeout_s": min(self._task.timeout_s, self.call_time_s)})
-        return grade_many([(task, program)], sandbox=self.executor, config=self.reward_config, hidden=hidden,
-                          trace_ids=[f"{self._task.problem_id}/agent/{self._calls}"])[0]  # fmt: skip
+        grade = grade_many([(task, program)], sandbox=self.executor, config=self.reward_config, hidden=hidden,
+                           trace_ids=[f"{self._task.problem_id}/agent/{self._calls}"])[0]  # fmt: skip
+        self._step_grades.append((program, grade))
+        return grade
 
     # -- observation
     def _observation(self, result: str, run: ExecutionResult | None, grade: Grade | None) -> dict[str, Any]:
@@ -525,10 +591,169 @@ class CodeAgentEnv(PicklableEnv, gym.Env[dict[str, Any], Any]):
         return (f"{self._task.problem_id}, call {self._calls}/{self.max_calls}\nworkspace:\n{tree}\n"
                 f"last call: {self._last_call or '(none)'}\n{result[:2000]}\n")  # fmt: skip
 
+    # -- trajectory log
+    def _log(self, action: Any, before: dict[str, bytes], obs: dict[str, Any], reward: float, terminated: bool,
+             truncated: bool, info: dict[str, Any]) -> None:  # fmt: skip
+        """The step's record (see the module): everything but the action bounded by ``log_text_bytes``."""
+        assert self.logger is not None and self._task is not None
+        task, keep = self._task, self.logger.text_bytes
+        try:
+            name, args = parse_tool_call(action)
+            call: dict[str, Any] | None = {"name": name, "arguments": {k: _clip_value(v, keep) for k, v in args.items()}}
+        except ToolError:
+            call = None
+        run, grades = self._step_run, self._step_grades
+        turn = self._calls - 1
+        record: dict[str, Any] = {
+            "env": AGENT_ENV, "trace_id": trace_id(task.problem_id, self._episode, turn), "episode": self._episode,
+            "seed": self._seed, "sample": self._episode, "turn": turn, "problem_id": task.problem_id,
+            "difficulty": task.difficulty, "task_fingerprint": task_fingerprint(task), "prompt": task_prompt(task),
+            "action": action if isinstance(action, str) else json.dumps(action, default=str),
+            "action_format": "text" if isinstance(action, str) else "json", "call": call, "tool_error": info.get("tool_error"),
+            "observation": {k: clip_text(v, keep) if isinstance(v, str) else int(v) for k, v in obs.items() if k != "prompt"},
+            "reward": reward, "terminated": terminated, "truncated": truncated, "budget": info.get("budget"),
+            "sandbox_error": info.get("sandbox_error"), "judge_error": info.get("judge_error"),
+            "reward_breakdown": info.get("reward_breakdown") or {}, "bonus_paid": round(self._bonus_paid, 6),
+            "executions": [] if run is None else [_logged_run(run, keep)],
+            "public_cases": [c.model_dump() for c in grades[-1][1].feedback] if grades else [], "hidden_cases": [],
+            "graded_program": clip_text(grades[-1][0], DIFF_KEEP_FACTOR * keep) if grades else None,
+            "execution_time_ms": run.execution_time_ms if run is not None else
+                                 sum(g.run.execution_time_ms for _, g in grades) if grades else None,  # (None: nothing ran)
+            "workspace": {"files": len(self.workspace), "bytes": sum(len(d) for d in self.workspace.values()),
+                          "sha256": workspace_digest(self.workspace)},
+            "workspace_diff": clip_text(workspace_diff(before, self.workspace), DIFF_KEEP_FACTOR * keep),
+            "config": self.config.model_dump(mode="json"),
+        }  # fmt: skip
+        if self.config.tasks == INLINE:
+            record["task"] = task.model_dump(mode="json")
+        self.logger.write(record)
+
+    def _python(self, args: dict[str, Any]) -> str:
+        """The ``python`` tool: a cell of the episode's stateful session (``code_env.interpreter``:
+        a fresh jail per cell, the session's earlier cells replayed), which ends with the episode."""
+        if not self.interpreter:
+            raise ToolError(f"unknown tool {PYTHON_TOOL!r}: this env has no interpreter (CodeAgent-v0(interpreter=True))")
+        code = _arg(args, PYTHON_TOOL, "code")
+        if self._session is None:
+            from .interpreter import CodeInterpreter
+
+            self._session = CodeInterpreter(self.executor, limits={"cell_timeout_s": self.call_time_s})
+        cell = self._session.run(code)
+        text: str = cell.text()
+        return text
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_session"] = None  # (a copy starts its own session: the cells run are this process's)
+        return state
+
+    def _end_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
     def close(self) -> None:
+        self._end_session()
+        if self.logger is not None:
+            self.logger.close()
         self.workspace = {}
         self._release_executor()
         super().close()
+
+
+AGENT_ENV = "CodeAgent-v0"  # the ``env`` of this env's log records (CodeExec-v0's have none)
+INLINE = "<inline>"  # ``AgentConfig.tasks`` of a list of tasks: each record then carries its task
+DIFF_KEEP_FACTOR = 4  # a record keeps this many times ``log_text_bytes`` of its diff and its graded program
+DIFF_MAX_BYTES = 64 << 10  # a file larger than this (before or after) is named in the diff, not diffed
+
+
+class AgentConfig(BaseModel):
+    """Every setting of a ``CodeAgentEnv`` but its objects (the task list, the executor, the
+    render mode), validated. It is written into each log record, so that ``code-env replay`` can
+    rebuild the env."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: str = Field("builtin", description=f"task set name or .jsonl path ({INLINE!r} for a list)")
+    backend: str = "auto"
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    max_calls: int = Field(30, ge=1)
+    max_call_chars: int = Field(100_000, ge=1)
+    call_time_s: float = Field(10.0, gt=0, le=600)
+    episode_time_s: float | None = Field(None, gt=0)
+    max_files: int = Field(64, ge=4)
+    max_bytes: int = Field(1 << 20, ge=4096)
+    max_file_bytes: int = Field(256 << 10, ge=1024)
+    log_dir: str | None = None
+    log_every: int = Field(1, ge=1, description="log every N-th episode")
+    log_max_bytes: int = Field(MAX_TOTAL_BYTES, ge=16 << 10, description="cap of the log directory's *.jsonl files, bytes")
+    log_text_bytes: int = Field(TEXT_BYTES, ge=64, le=MAX_TEXT_CHARS, description="bytes kept of each long text in a record")
+    interpreter: bool = Field(False, description="the python tool: a stateful code interpreter per episode")
+
+
+def workspace_digest(files: Mapping[str, bytes]) -> str:
+    """SHA-256 of a workspace: every path and its bytes, in order."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        data = files[path]
+        h.update(path.encode("utf-8", "surrogatepass") + b"\0" + len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _is_binary(data: bytes) -> bool:
+    if b"\0" in data:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def workspace_diff(before: Mapping[str, bytes], after: Mapping[str, bytes], max_bytes: int = DIFF_MAX_BYTES) -> str:
+    """A unified diff (``difflib``, ``a/PATH`` to ``b/PATH``, ``/dev/null`` for a file added or
+    deleted) of every file that changed, in path order. A binary file (a NUL byte, or not UTF-8)
+    or one over ``max_bytes`` is named with its sizes, not dumped."""
+    out: list[str] = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        a = "/dev/null" if old is None else f"a/{path}"
+        b = "/dev/null" if new is None else f"b/{path}"
+        sizes = f"{0 if old is None else len(old)} -> {0 if new is None else len(new)} bytes"
+        if any(d is not None and _is_binary(d) for d in (old, new)):
+            out.append(f"Binary files {a} and {b} differ ({sizes})\n")
+            continue
+        if any(d is not None and len(d) > max_bytes for d in (old, new)):
+            out.append(f"Files {a} and {b} differ ({sizes}: too large to diff)\n")
+            continue
+        old_lines = [] if old is None else old.decode("utf-8").splitlines(keepends=True)
+        new_lines = [] if new is None else new.decode("utf-8").splitlines(keepends=True)
+        lines = list(difflib.unified_diff(old_lines, new_lines, fromfile=a, tofile=b))
+        if not lines:  # (an empty file added or deleted)
+            out.append(f"Files {a} and {b} differ ({sizes})\n")
+        out += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
+    return "".join(out)
+
+
+def _clip_value(value: Any, keep: int) -> Any:
+    """An argument of a call, for the log: a long text (or a long JSON value, as its text) clipped."""
+    if isinstance(value, str):
+        return clip_text(value, keep)
+    text = json.dumps(value, default=str)
+    return value if len(text) <= keep else clip_text(text, keep)
+
+
+def _logged_run(run: ExecutionResult, keep: int) -> dict[str, Any]:
+    """A run's result for the log: its fetched files are in the workspace's diff, its compiler's
+    output clipped (its stdout and stderr are ``TrajectoryLogger``'s to clip)."""
+    data = run.model_dump(exclude={"files"})
+    data["fetched_files"] = len(run.files)
+    for name in ("compile_stdout", "compile_stderr"):
+        data[name] = clip_text(data[name], keep)
+    return data
 
 
 def first_line(exc: Exception) -> str:

@@ -14,7 +14,8 @@ Every ``Limits`` field is a flag of ``run`` (``--cpu-time-s``, ``--max-output-by
 when that is not a terminal (``echo 3 | code-env run prog.py``), or ``--stdin FILE``.
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
 failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
-``replay``: 0 when every re-judged reward matches the log, 1 when some differ. ``tasks validate``:
+``replay``: 0 when every re-judged reward matches the log (and, for a ``CodeAgent-v0`` episode,
+every call's observation and workspace), 1 when some differ. ``tasks validate``:
 1 when a task is rejected (a ``WARNING`` line, e.g. a task without hidden tests, does not reject). LOG is a trajectory log file or a directory of them.
 
 What a person reads (every output but ``--json``, and the error lines) shows control, bidi,
@@ -380,10 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="show the isolation a backend achieves on this machine, and the languages' toolchains")
     i.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     i.set_defaults(func=cmd_info, prog=i.prog)
-    rp = sub.add_parser("replay", help="re-judge every logged step; report rewards that differ (exit 1)")
+    rp = sub.add_parser("replay", help="re-judge every logged step (CodeAgent-v0: make every call again); report "
+                                       "rewards, and a call's observation or workspace, that differ (exit 1)")  # fmt: skip
     rp.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
     rp.set_defaults(func=cmd_replay, prog=rp.prog)
-    au = sub.add_parser("audit", help="a random sample of the highest-return episodes, with code and outputs")
+    au = sub.add_parser("audit", help="a random sample of the highest-return episodes, with code and outputs "
+                                      "(CodeAgent-v0: every call, its result and its workspace diff)")  # fmt: skip
     au.add_argument("log", metavar="LOG", help="trajectory log: a .jsonl file or a directory of them")
     au.add_argument("--top", type=_positive_int, default=20, metavar="N", help="episodes to show (default: 20)")
     au.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the sample (default: 0)")

@@ -216,6 +216,20 @@ def test_a_run_past_its_time_is_that_calls_timeout(sb: Sandbox) -> None:
     assert int(obs["timeout"]) == 1 and "timed out" in obs["tool_result"] and not (terminated or truncated)
 
 
+def test_the_python_tool_keeps_its_variables_through_the_episode_and_not_past_it(sb: Sandbox) -> None:
+    env = make(sb, interpreter=True)
+    assert [t["function"]["name"] for t in env.tools][-1] == "python"
+    obs, *_ = call(env, "python", code="x = 6 * 7")
+    obs, _, _, _, info = call(env, "python", code="x + 1")
+    assert info["tool_error"] is None and "43" in obs["tool_result"], obs["tool_result"]
+    env.reset(seed=0, options={"problem_id": PID})
+    obs, *_ = call(env, "python", code="x")
+    assert "NameError" in obs["tool_result"]
+    plain = make(sb)
+    assert "no interpreter" in call(plain, "python", code="1")[4]["tool_error"]
+    env.close()
+
+
 def scripted_episode(backend: str) -> dict[str, Any]:
     """The scripted agent's episode on a sandbox of ``backend`` of its own, and what a run of
     another episode saw of the first's workspace (as a normal user: ``as_user``)."""

@@ -1,7 +1,7 @@
 """Tools over trajectory logs (a ``.jsonl`` file or a directory of them), one module per command:
 
 - ``_read``: the log as episodes (``episodes``, ``Step``, ``Episode``, ``outcome``,
-  ``turns_exhausted``);
+  ``turns_exhausted``; ``is_agent`` and ``agent_label`` for ``CodeAgent-v0``'s records);
 - ``_replay``: ``code-env replay``, ``replay`` re-judges every logged step (``ReplayReport``);
 - ``_audit``: ``code-env audit``, ``audit`` samples the highest-return episodes with their code
   and the program's own output (``format_audit``);
@@ -13,7 +13,7 @@ A malformed or unreadable log is a ``code_env.trajectory.LogFileError`` naming t
 """
 
 from ._audit import AuditEntry, audit, format_audit, program_output
-from ._read import Episode, Step, episodes, outcome, turns_exhausted
+from ._read import Episode, Step, agent_label, episodes, is_agent, outcome, turns_exhausted
 from ._replay import TIMING_BUDGETS, TOLERANCE, Difference, ReplayReport, replay
 from ._stats import Stats, percentile, stats, write_png
 from ._trace import TraceLine, format_trace, trace
@@ -28,10 +28,12 @@ __all__ = [
     "Stats",
     "Step",
     "TraceLine",
+    "agent_label",
     "audit",
     "episodes",
     "format_audit",
     "format_trace",
+    "is_agent",
     "outcome",
     "percentile",
     "program_output",

@@ -3,7 +3,8 @@ checked, consecutive records of one episode together.
 
 An episode is a run of consecutive records of one environment instance (its log file, and the
 file's rotated parts in order) with the same ``episode`` number. Its *return* is the sum of its
-step rewards: a single-turn episode's reward, a solved multi-turn episode's tier.
+step rewards: a single-turn episode's reward, a solved multi-turn episode's tier. A
+``CodeAgent-v0`` episode (``is_agent``) is one record per tool call, ``turn`` counting the calls.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent import AGENT_ENV
 from ..trajectory import LogFileError, log_files, numbered_records, stem_part
 
-_HEAVY = ("prompt", "executions", "public_cases", "hidden_cases")  # not needed to replay or count
+# not needed to replay or count (a CodeAgent-v0 record's diff and graded program neither)
+_HEAVY = ("prompt", "executions", "public_cases", "hidden_cases", "workspace_diff", "graded_program")
 
 
 @dataclass
@@ -85,8 +88,33 @@ def outcome(rec: dict[str, Any]) -> str:
 
 
 def turns_exhausted(rec: dict[str, Any]) -> bool:
-    """The episode ended because its turns ran out (``rec``: a log record or a step's ``info``)."""
-    return rec.get("budget") == "turns"
+    """The episode ended because its turns ran out (``rec``: a log record or a step's ``info``), or
+    a ``CodeAgent-v0`` episode's tool calls did (its ``main.py`` then scores its own tier too)."""
+    return rec.get("budget") in ("turns", "tool_calls")
+
+
+def is_agent(rec: dict[str, Any]) -> bool:
+    """A record of a ``CodeAgent-v0`` step (a tool call)."""
+    return rec.get("env") == AGENT_ENV
+
+
+def tool_name(rec: dict[str, Any]) -> str | None:
+    """The tool a ``CodeAgent-v0`` record's call named (None: the call could not be read)."""
+    call = rec.get("call")
+    name = call.get("name") if isinstance(call, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def agent_label(rec: dict[str, Any]) -> str:
+    """How a ``CodeAgent-v0`` step ended, for people: its ``outcome`` when it was graded or cut by a
+    budget, else the call (``read_file``, ``run (error)``, ``unreadable call``)."""
+    result = outcome(rec)
+    if result != "unknown":
+        return result
+    name = tool_name(rec)
+    if name is None:
+        return "unreadable call"
+    return f"{name} (error)" if rec.get("tool_error") else name
 
 
 def _natural(name: str) -> list[Any]:

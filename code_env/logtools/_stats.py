@@ -1,5 +1,6 @@
 """``code-env stats``: a log in numbers (pass rates, outcomes, returns, timing per step), as a
-table (``Stats.table``) and as two histograms (``write_png``)."""
+table (``Stats.table``) and as two histograms (``write_png``). A ``CodeAgent-v0`` episode counts
+as an episode whose steps are its tool calls; its calls are counted by tool (``Stats.tools``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from .._visible import visible
 from ..trajectory import deleted_parts
-from ._read import episodes, outcome, streams, turns_exhausted
+from ._read import episodes, is_agent, outcome, streams, tool_name, turns_exhausted
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -38,6 +39,9 @@ class Stats:
     turns: list[int] = field(default_factory=list)  # per finished episode
     per_task: dict[str, list[int]] = field(default_factory=dict)  # problem_id -> [solved, scored episodes]
     deleted_parts: int = 0  # parts the directory's cap deleted (code_env.trajectory): those episodes are not here
+    tools: Counter[str] = field(default_factory=Counter)  # CodeAgent-v0 steps by the tool called ("unreadable call")
+    tool_errors: int = 0  # CodeAgent-v0 calls answered with an error (a bad call, a refused path...)
+    agent_episodes: int = 0  # of the finished episodes, CodeAgent-v0's
 
     @property
     def sandbox_errors(self) -> int:
@@ -81,11 +85,17 @@ class Stats:
         for tier, n in self.outcomes.most_common():
             lines.append(f"  {visible(tier, keep_newlines=False):18} {n:6}  {n / self.episodes:6.1%}")
         if self.turns_exhausted:
-            lines.append(f"  (the turns ran out in {self.turns_exhausted} of them: each scored its last program's tier, "
+            what = "turns" if not self.agent_episodes else "tool calls" if self.agent_episodes == self.episodes else "turns or tool calls"
+            lines.append(f"  (the {what} ran out in {self.turns_exhausted} of them: each scored its last program's tier, "
                          "counted above)")  # fmt: skip
         lines.append("returns:")
         for label, n in _histogram(self.returns):
             lines.append(f"  {label:>17} {n:6}  {'#' * max(1, round(40 * n / len(self.returns))) if n else ''}")
+        if self.tools:
+            calls = sum(self.tools.values())
+            lines.append(f"tool calls of CodeAgent-v0 episodes ({self.agent_episodes} finished): {calls}, "
+                         f"{self.tool_errors} answered with an error")  # fmt: skip
+            lines.append("  " + ", ".join(f"{visible(name, keep_newlines=False)} {n}" for name, n in self.tools.most_common()))
         lines.append(f"timing per step (ms)   {'p50':>10} {'p95':>10} {'max':>10}")
         for name, values in (("execution", self.execution_ms), ("wall, queued→judged", self.wall_ms)):
             if values:
@@ -129,6 +139,9 @@ def stats(log: str | Path) -> Stats:
     for ep in episodes(log, slim=True):
         st.steps += len(ep.steps)
         for step in ep.steps:
+            if is_agent(step.rec):
+                st.tools[tool_name(step.rec) or "unreadable call"] += 1
+                st.tool_errors += bool(step.rec.get("tool_error"))
             ms = step.rec.get("execution_time_ms")
             if isinstance(ms, (int, float)) and not isinstance(ms, bool):
                 st.execution_ms.append(float(ms))
@@ -139,6 +152,7 @@ def stats(log: str | Path) -> Stats:
             st.unfinished += 1
             continue
         st.episodes += 1
+        st.agent_episodes += is_agent(ep.last.rec)
         result = outcome(ep.last.rec)
         st.outcomes[result] += 1
         st.turns_exhausted += turns_exhausted(ep.last.rec)
