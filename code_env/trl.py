@@ -31,6 +31,10 @@ calls from), and ``CodeExecRollout``, a ``rollout_func`` (``CodeExec-v0`` episod
 ``max_turns > 1``: the env's feedback comes back as a user message, its tokens masked out of the
 loss; ``episode_reward`` is the matching reward function).
 
+A coding agent: ``CodeAgentTools``, an ``environment_factory`` over ``CodeAgent-v0`` (the model
+lists, reads, writes and edits the files of a workspace, runs them and the public tests, and
+submits ``main.py``; the reward is the episode's return).
+
 ``datasets`` is imported only when ``trl_dataset`` is called (extra ``trl``); ``torch`` and
 ``trl`` only when ``CodeExecRollout`` generates with a trainer.
 """
@@ -51,6 +55,7 @@ from registry.verify import FUNCTION_DRIVERS, Job, Runner, Verification, verify_
 from sandbox.languages import resolve as resolve_language
 
 from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_config, stands_alone
+from .agent import MAIN, CodeAgentEnv
 from .env import CodeExecEnv, StepResult, task_prompt
 from .grading import Grade, Judged, default_sandbox, grade_many, judge_many, program_language
 from .records import grade_record
@@ -519,6 +524,180 @@ class CodeExecTools:
         if self._task is None:
             raise RuntimeError("CodeExecTools: a tool was called before reset()")
         return self._task
+
+
+class CodeAgentTools:
+    """A TRL ``environment_factory`` for ``GRPOTrainer`` over ``CodeAgent-v0``: the model works in
+    a workspace through the env's tools, and the episode's return is the reward::
+
+        trainer = GRPOTrainer(model=..., train_dataset=code_env.trl_dataset("builtin"),
+                              environment_factory=CodeAgentTools)   # or partial(CodeAgentTools, "humaneval", max_calls=20)
+
+    Each instance holds one ``CodeAgentEnv`` (TRL makes one instance per rollout and keeps it for
+    later batches); ``reset(**row)`` starts an episode on the row's task (its ``problem_id``,
+    ``id_column`` to rename it; an id of no task given, such as a generated one, is made from
+    the id) and returns the text TRL appends to the prompt. The tools are the env's, as methods
+    TRL exposes (every public method but ``reset`` and ``get_reward``): ``list_files``,
+    ``read_file``, ``write_file``, ``edit_file``, ``run``, ``run_tests`` and ``submit``; each steps
+    the env with its call and returns the observation's ``tool_result`` (a call the env refuses is
+    its error message, the episode going on). After ``submit``, or once a budget of the env ended
+    the episode, every tool answers that the episode is over.
+
+    ``get_reward()``: the episode's return, the sum of the env's rewards (the process bonus of
+    ``run_tests`` is an advance on the final tier: a submitted episode returns its tier). A rollout
+    that ends without ``submit`` (the model stopped calling tools, or TRL's
+    ``max_tool_calling_iterations``) is ended as the env ends it when its calls run out: ``main.py``
+    graded as submitted (one last ``submit`` step; past ``episode_time_s``, the env's budget rule
+    instead). ``None`` when the sandbox failed (TRL leaves the sample out).
+
+    ``sandbox``: the env's executor (default: the process-wide sandbox), ``config``: the reward (as
+    for ``TRLReward``), ``env_kwargs``: any other ``CodeAgent-v0`` argument (``max_calls``,
+    ``call_time_s``, ``episode_time_s``, ``max_call_chars``, the workspace's limits). ``env``: the
+    episode's env (``env.workspace``: its files; ``env.close()`` when done with the instance);
+    ``calls``: the episode's tool calls, ``(tool, arguments)`` each; ``rewards``: the env's reward
+    of each step; ``ended``: how the episode ended (``"submit"``, a budget's label, ``"rollout"``:
+    graded when TRL asked for the reward, ``"sandbox_error"``), None while it goes on."""
+
+    def __init__(self, tasks: str | Path | Sequence[Task] = "builtin", *, sandbox: Runner | str | None = None,
+                 config: RewardConfig | Mapping[str, Any] | str | Path | None = None, id_column: str = "problem_id",
+                 **env_kwargs: Any) -> None:  # fmt: skip
+        for key, ours in (("executor", "sandbox"), ("reward", "config")):
+            if key in env_kwargs:
+                raise TypeError(f"CodeAgentTools: the env's {key!r} is CodeAgentTools' {ours!r} argument")
+        self.env = CodeAgentEnv(tasks, executor=sandbox, reward=config, **env_kwargs)
+        self._id_column = id_column
+        self._started = False
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.rewards: list[float] = []
+        self.ended: str | None = None
+        self._failed = False
+
+    def reset(self, **row: Any) -> str | None:
+        """A new episode on the task of the dataset row TRL gives (its ``problem_id``)."""
+        if self._id_column not in row:
+            raise KeyError(f"CodeAgentTools.reset: the dataset row has no {self._id_column!r} column (id_column=); "
+                           f"it has {sorted(row)}")  # fmt: skip
+        problem_id = row[self._id_column]
+        if not (isinstance(problem_id, str) and problem_id in self.env.by_id):
+            task = resolve_task(problem_id, self.env.tasks, what=self._id_column)
+            self.env.by_id[task.problem_id] = task  # (a generated task: the env episodes it by its id)
+            problem_id = task.problem_id
+        obs, _ = self.env.reset(options={"problem_id": problem_id})
+        self._started, self._failed = True, False
+        self.calls, self.rewards, self.ended = [], [], None
+        return (f"\n\nYou work through tools in a workspace of your own; the program that is graded is {MAIN}. "
+                f"{obs['tool_result']}")  # fmt: skip
+
+    def list_files(self) -> str:
+        """List the files of the workspace with their sizes.
+
+        Returns:
+            One line per file: its path and its size in bytes.
+        """
+        return self._call("list_files", {})
+
+    def read_file(self, path: str) -> str:
+        """Read a file of the workspace (UTF-8 text).
+
+        Args:
+            path: The file's path, relative to the workspace (such as main.py).
+
+        Returns:
+            The file's text.
+        """
+        return self._call("read_file", {"path": path})
+
+    def write_file(self, path: str, content: str) -> str:
+        """Create or overwrite a file of the workspace.
+
+        Args:
+            path: The file's path, relative to the workspace (such as main.py).
+            content: The whole text of the file.
+
+        Returns:
+            That the file was written, and its size.
+        """
+        return self._call("write_file", {"path": path, "content": content})
+
+    def edit_file(self, path: str, old: str, new: str) -> str:
+        """Replace the one occurrence of a text in a file of the workspace by another.
+
+        Args:
+            path: The file's path, relative to the workspace.
+            old: The text to replace; it must occur exactly once in the file.
+            new: The text that replaces it.
+
+        Returns:
+            That the file was edited, or why it was not.
+        """
+        return self._call("edit_file", {"path": path, "old": old, "new": new})
+
+    def run(self, path: str | None = None, command: str | None = None, stdin: str = "") -> str:
+        """Run a file of the workspace in the sandbox; the files it writes stay in the workspace.
+
+        Args:
+            path: The file to run, in the language of its extension (.py as `python FILE`, .js, .sh, .c, .cpp, .rs, .go, .java, .ts).
+            command: Instead of path: a runtime and a file of the workspace, such as `python test_public.py`.
+            stdin: The program's standard input.
+
+        Returns:
+            The exit code (or the compile error), and what the program printed on stdout and stderr.
+        """
+        args: dict[str, Any] = {"stdin": stdin}
+        if path is not None:
+            args["path"] = path
+        if command is not None:
+            args["command"] = command
+        return self._call("run", args)
+
+    def run_tests(self) -> str:
+        """Run main.py against the task's public tests.
+
+        Returns:
+            How many public tests passed, and one line per test: its input, the expected and the actual output, the error.
+        """
+        return self._call("run_tests", {})
+
+    def submit(self) -> str:
+        """Hand in main.py: it is graded on the public and the hidden tests, and the episode ends.
+
+        Returns:
+            The grade: its tier and reward.
+        """
+        return self._call("submit", {})
+
+    def get_reward(self) -> float | None:
+        """The episode's return (see the class); a rollout still going on is graded first."""
+        self._env()
+        if self.ended is None:
+            self._step("submit", {})
+            if self.ended == "submit":
+                self.ended = "rollout"
+        return None if self._failed else round(sum(self.rewards), 6)
+
+    def _call(self, name: str, args: dict[str, Any]) -> str:
+        self._env()
+        if self.ended is not None:
+            return f"{name}: the episode is over ({self._ending()}); no tool can change it any more"
+        self.calls.append((name, dict(args)))
+        return self._step(name, args)
+
+    def _step(self, name: str, args: dict[str, Any]) -> str:
+        obs, reward, terminated, truncated, info = self.env.step({"name": name, "arguments": args})
+        self.rewards.append(float(reward))
+        if terminated or truncated:
+            self._failed = truncated and info.get("budget") is None  # (the env's end for a failed sandbox or judge)
+            self.ended = "sandbox_error" if self._failed else info.get("budget") or name
+        return str(obs["tool_result"])
+
+    def _ending(self) -> str:
+        return {"submit": f"{MAIN} was submitted", "sandbox_error": "the sandbox failed",
+                "rollout": f"{MAIN} was graded"}.get(self.ended or "", f"its {self.ended} budget is spent")  # fmt: skip
+
+    def _env(self) -> CodeAgentEnv:
+        if not self._started:
+            raise RuntimeError("CodeAgentTools: a tool was called before reset()")
+        return self.env
 
 
 Generate = Callable[[list[list[int]], list[int]], list[list[int]]]
