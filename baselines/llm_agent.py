@@ -4,6 +4,7 @@
         --set llm_agent.model=Qwen2.5-Coder-7B-Instruct [--set llm_agent.max_turns=3] [--out DIR]
     python -m baselines.llm_agent --set llm_agent.api_key='${MY_KEY}' ...   # single quotes: the shell must not expand it
     python -m baselines.llm_agent --replay runs/llm-agent-<stamp>/llm_record.jsonl   # offline
+    python -m baselines.llm_agent --env CodeAgent-v0 [--set llm_agent.max_calls=30] ...   # function calling
 
 For every task of the set and every sample ``j < n_samples`` one episode of ``CodeExec-v0`` runs:
 the model gets the system prompt and the task's prompt (the env's observation), its reply's program
@@ -13,6 +14,22 @@ pass count, each failing test's input, expected and got, or its error and traceb
 stderr) goes back into the conversation as the next user message, until every public test passes
 or the turns run out. The env is the only judge: a sample *passes* when its episode terminated with
 the ``all_tests`` tier (public and hidden tests).
+
+With ``--env CodeAgent-v0`` (``llm_agent.env``) the episodes are ``CodeAgent-v0``'s, through
+OpenAI function calling: every request carries ``tools=`` (the env's ``tools`` schemas); the first
+user message is the task's prompt and the env's account of the workspace. Each function call of a
+reply is one env step, in order: the assistant message with its ``tool_calls`` goes into the
+conversation, then one ``tool`` message per call (``tool_call_id``) holding the step's
+``tool_result``, and the next request follows. A malformed call (arguments that are not JSON, an
+unknown tool) is the env's error observation in its ``tool`` message; the episode goes on. A reply
+without a function call is one step too (its text is the action: a ``<tool_call>`` in the text is
+read and played, its result sent back as a user message; anything else is a step that calls no
+tool, answered by a user message asking for a tool call), so every reply counts against the
+episode's tool calls, ``max_calls``. The episode ends on ``submit`` (or a budget of the env's):
+the calls left in that reply are not played. A sample passes when it submitted an ``all_tests``
+program; out of tool calls, ``main.py`` is graded as submitted, and ``turns_exhausted`` says so
+beside the tier it scored. ``max_turns`` belongs to ``CodeExec-v0`` (it must stay 1 here). The
+env keeps no trajectory log yet: ``trajectories/`` stays empty.
 
 Configuration (``baselines/configs/llm_agent.toml``, section ``[llm_agent]``; ``--set llm_agent.KEY=V``
 overrides any field; ``env.json`` gives only ``backend``, ``log_every`` and the log's bounds
@@ -116,6 +133,10 @@ RECORD_NAME = "llm_record.jsonl"
 RECORD_FORMAT = "code-env llm_agent record"
 RECORD_VERSION = 1
 NO_KEY = "EMPTY"  # what goes out when no key is configured (vLLM's convention for "none needed")
+EnvName = Literal["CodeExec-v0", "CodeAgent-v0"]
+EXEC_ENV: EnvName = "CodeExec-v0"  # a program per reply
+AGENT_ENV: EnvName = "CodeAgent-v0"  # OpenAI function calling over a workspace
+ENVS: tuple[EnvName, ...] = (EXEC_ENV, AGENT_ENV)
 ENV_FIELDS_READ = ("backend", "log_every", "log_max_bytes", "log_text_bytes")  # the fields of env.json this script reads
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -124,6 +145,13 @@ DEFAULT_SYSTEM_PROMPT = (
     "complete program in a single ```python code block: for a function task define the function with "
     "exactly the name asked for; for a standard input/output task read standard input and print the "
     "answer. No tests, no example usage."
+)
+
+DEFAULT_AGENT_SYSTEM_PROMPT = (
+    "You are an expert programmer working on a programming task in a workspace of files, through the tools "
+    "you are given: the task is in PROMPT.md, its public tests in test_public.py. Write the solution in Python "
+    "in main.py, check it with run_tests, fix it, and call submit when it is right (submit ends the episode). "
+    "Act only through tool calls: every reply counts against a budget of calls."
 )
 
 ReplyStatus = Literal["ok", "empty", "truncated", "malformed", "api_error"]
@@ -151,7 +179,10 @@ class LLMAgentSettings(BaseModel):
     max_tokens: int = Field(1024, ge=1, le=1_000_000, description="completion tokens per reply")
     n_samples: int = Field(5, ge=1, le=10_000, description="samples (episodes) per task")
     k: list[int] = Field(default_factory=lambda: [1, 5], description="the k of pass@k (each 1 <= k <= n_samples; 1 is always reported)")
-    max_turns: int = Field(1, ge=1, le=100, description="turns per episode; > 1 feeds the env's feedback back")
+    env: EnvName = Field(
+        EXEC_ENV, description="CodeExec-v0 (a program per reply) or CodeAgent-v0 (function calling: tools, a workspace)")
+    max_turns: int = Field(1, ge=1, le=100, description="CodeExec-v0: turns per episode; > 1 feeds the env's feedback back")
+    max_calls: int = Field(30, ge=1, le=1000, description="CodeAgent-v0: tool calls per episode (a reply without one counts as one)")
     task_set: str = Field("builtin", description="builtin, humaneval, synthetic:<family> or a .jsonl path")
     n_tasks: int | None = Field(None, ge=1, le=100_000, description="the first n tasks of the set (unset: all; synthetic: 20)")
     task_seed: int = Field(0, description="generator seed of a synthetic set")
@@ -159,7 +190,15 @@ class LLMAgentSettings(BaseModel):
     seed: int = Field(0, description="sample j is requested with seed + j (when send_seed)")
     send_seed: bool = Field(True, description="send the request's seed (false for servers that reject the field)")
     concurrency: int = Field(4, ge=1, le=256, description="episodes in flight at once (requests and sandbox runs)")
-    system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, description="the system message of every conversation")
+    system_prompt: str = Field(DEFAULT_SYSTEM_PROMPT, description="the system message of every conversation "
+                               "(CodeAgent-v0's default: DEFAULT_AGENT_SYSTEM_PROMPT)")  # fmt: skip
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_prompt(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("env") == AGENT_ENV and data.get("system_prompt") is None:
+            return {**data, "system_prompt": DEFAULT_AGENT_SYSTEM_PROMPT}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -184,6 +223,14 @@ class LLMAgentSettings(BaseModel):
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^(https?://\S+|\$\{[A-Za-z_][A-Za-z0-9_]*\})$", v.strip()):
             raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000/v1 (or a ${{ENV_VAR}}), got {v!r}")
+        return v
+
+    @field_validator("max_turns")
+    @classmethod
+    def _turns_of_exec(cls, v: int, info: ValidationInfo) -> int:
+        if v != 1 and info.data.get("env") == AGENT_ENV:
+            raise ValueError(f"max_turns is {EXEC_ENV}'s; a {AGENT_ENV} episode is bounded by llm_agent.max_calls "
+                             "(tool calls), so leave max_turns at 1")  # fmt: skip
         return v
 
     @field_validator("k")
@@ -269,6 +316,7 @@ class Reply(BaseModel):
     completion_tokens: int | None = None
     error: str | None = None
     timed_out: bool = Field(False, description="the request ran past timeout_s (after the retries)")
+    tool_calls: list[Any] = Field(default_factory=list, description="the message's function calls, as sent (any JSON)")
 
     @property
     def generation_end(self) -> GenerationEnd:
@@ -302,9 +350,15 @@ def parse_reply(body: str) -> Reply:
     finish = finish if isinstance(finish, str) else None
     if content is not None and not isinstance(content, str):
         return Reply(status="malformed", error=f"the message's content is {type(content).__name__}, not text", **tokens)
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return Reply(status="malformed", error=f"the message's tool_calls is {type(calls).__name__}, not a list", **tokens)
+    calls = calls or []
     if finish == "length":
-        return Reply(status="truncated", content=content or "", finish_reason=finish,
+        return Reply(status="truncated", content=content or "", finish_reason=finish, tool_calls=calls,
                      error="the reply was cut off at max_tokens (finish_reason 'length')", **tokens)  # fmt: skip
+    if calls:  # (each call, well-formed or not, is the env's to judge)
+        return Reply(status="ok", content=content or "", finish_reason=finish, tool_calls=calls, **tokens)
     if not content or not content.strip():
         return Reply(status="empty", content=content or "", finish_reason=finish, error="the reply has no text", **tokens)
     return Reply(status="ok", content=content, finish_reason=finish, **tokens)
@@ -477,13 +531,16 @@ class SampleResult(BaseModel):
     tier: str = Field(description="the tier the final step scored (code_env.logtools.outcome): out of turns, the last "
                       "program's own; budget_exhausted when another budget (characters, turn time, episode clock) "
                       "ended the episode")  # fmt: skip
-    turns_exhausted: bool = Field(False, description="the episode ended because its turns ran out (tier says what it scored)")
+    turns_exhausted: bool = Field(False, description="the episode ended because its turns (CodeAgent-v0: its tool calls) "
+                                  "ran out (tier says what it scored)")  # fmt: skip
     episode_return: float | None = Field(description="the sum of the step rewards (None: the sandbox or the judge failed)")
     sandbox_error: str | None = None
     judge_error: str | None = Field(None, description="the LLM judge's endpoint failed: the sample is dropped")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     requests_with_usage: int = 0
+    tool_calls: int | None = Field(None, description="CodeAgent-v0: the env steps (tool calls, and replies without one)")
+    tool_errors: int | None = Field(None, description="CodeAgent-v0: the steps whose call could not be read or done")
 
 
 def first_message(task: Any, prompt: str) -> str:
@@ -508,7 +565,9 @@ class Stopped(Exception):
 def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, model: str, transport: Transport,
                stop: threading.Event | None = None) -> SampleResult:  # fmt: skip
     """One episode of ``CodeExec-v0``: ask, judge the reply's program, feed back, until the env
-    ends it."""
+    ends it (``CodeAgent-v0``: ``run_agent_sample``)."""
+    if settings.env == AGENT_ENV:
+        return run_agent_sample(env, task, sample, settings, model, transport, stop)
     from code_env import extract_code
     from code_env.logtools import outcome, turns_exhausted
 
@@ -554,6 +613,112 @@ def run_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, mod
         messages.append({"role": "user", "content": feedback_message(env.unwrapped.render_lines())})
 
 
+def no_tool_message(why: str, tools: Sequence[str]) -> str:
+    """The user message after a reply that called no tool (it counted as one call)."""
+    return (f"Your reply called no tool ({why}); it counted as one of your tool calls. Reply with a function call: "
+            f"{', '.join(tools)} (submit hands in main.py and ends the episode).")  # fmt: skip
+
+
+def planned_calls(reply: Reply, turn: int) -> list[tuple[str, dict[str, Any], Any]]:
+    """The function calls of a reply, in order, as ``(tool_call_id, the call for the assistant
+    message, the env's action)``. A call whose id is missing or repeated gets ``call_<turn>_<i>``;
+    the assistant message's copy is OpenAI's shape (name and arguments as strings), the action the
+    call as the model sent it, so that the env judges it (and says what is wrong with it)."""
+    out: list[tuple[str, dict[str, Any], Any]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(reply.tool_calls):
+        fn = item.get("function") if isinstance(item, dict) else None
+        call_id = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = f"call_{turn}_{i}"
+        seen.add(call_id)
+        name = fn.get("name") if isinstance(fn, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        echo = {"id": call_id, "type": "function",
+                "function": {"name": name if isinstance(name, str) else "",
+                             "arguments": args if isinstance(args, str) else json.dumps(args if args is not None else {})}}  # fmt: skip
+        out.append((call_id, echo, fn if isinstance(fn, dict) else item))
+    return out
+
+
+def _agent_dropped(info: Mapping[str, Any]) -> dict[str, str] | None:
+    """The episode's last step failed to be judged (the sandbox or the judge): the sample is
+    dropped. A ``run`` call's own sandbox failure is only that call's (its result says so); it
+    drops the sample only when the budget's final grading after it failed too."""
+    if info.get("judge_error"):
+        return {"judge_error": str(info["judge_error"])}
+    if info.get("sandbox_error") and not (info.get("tool") == "run" and info.get("reward_breakdown")):
+        return {"sandbox_error": str(info["sandbox_error"])}
+    return None
+
+
+def run_agent_sample(env: Any, task: Any, sample: int, settings: LLMAgentSettings, model: str, transport: Transport,
+                     stop: threading.Event | None = None) -> SampleResult:  # fmt: skip
+    """One episode of ``CodeAgent-v0`` through OpenAI function calling (see the module): ask with
+    ``tools=``, play each call of the reply as a step and answer it with a ``tool`` message, until
+    the env ends the episode."""
+    from code_env.logtools import outcome
+
+    obs, _ = env.reset(seed=settings.seed + sample, options={"problem_id": task.problem_id})
+    tools: list[dict[str, Any]] = env.unwrapped.tools
+    names = [t["function"]["name"] for t in tools]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": settings.system_prompt},
+                                      {"role": "user", "content": f"{str(obs['prompt']).rstrip()}\n\n{obs['tool_result']}"}]  # fmt: skip
+    replies: list[ReplyStatus] = []
+    ret = 0.0
+    prompt_tokens = completion_tokens = with_usage = steps = errors = 0
+    while True:
+        if stop is not None and stop.is_set():
+            raise Stopped
+        request: dict[str, Any] = {"model": model, "messages": list(messages), "tools": tools,
+                                   "temperature": settings.temperature, "max_tokens": settings.max_tokens}  # fmt: skip
+        if settings.send_seed:
+            request["seed"] = settings.seed + sample
+        turn = len(replies) + 1
+        reply = transport.call(task.problem_id, sample, turn, request, trace_id=getattr(env.unwrapped, "trace_id", None))
+        replies.append(reply.status)
+        if reply.prompt_tokens is not None or reply.completion_tokens is not None:
+            with_usage += 1
+            prompt_tokens += reply.prompt_tokens or 0
+            completion_tokens += reply.completion_tokens or 0
+        actions: list[tuple[str | None, Any]]
+        if reply.tool_calls:
+            planned = planned_calls(reply, turn)
+            messages.append({"role": "assistant", "content": reply.content or None, "tool_calls": [p[1] for p in planned]})
+            actions = [(call_id, action) for call_id, _, action in planned]
+        else:  # its text is the action: a <tool_call> in it is played, anything else calls no tool
+            if reply.content:
+                messages.append({"role": "assistant", "content": reply.content})
+            actions = [(None, reply.content if reply.status in ("ok", "truncated", "empty") else "")]
+        for call_id, action in actions:
+            obs, reward, terminated, truncated, info = env.step(action)
+            ret += float(reward)
+            steps += 1
+            errors += info.get("tool_error") is not None
+            if terminated or truncated:
+                counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "requests_with_usage": with_usage, "tool_calls": steps, "tool_errors": errors}  # fmt: skip
+                dropped = _agent_dropped(info)
+                if dropped is not None:
+                    return SampleResult(problem_id=task.problem_id, sample=sample, turns=turn, replies=replies, passed=False,
+                                        tier=next(iter(dropped)), episode_return=None, **dropped, **counts)  # fmt: skip
+                exhausted = info.get("budget") == "tool_calls"  # main.py graded as submitted: its own tier
+                tier = outcome({**info, "budget": None}) if exhausted else outcome(info)
+                passed = bool(terminated and tier == "all_tests")
+                return SampleResult(problem_id=task.problem_id, sample=sample, turns=turn, replies=replies, passed=passed,
+                                    solved_turn=turn if passed else None, tier=tier, turns_exhausted=exhausted,
+                                    episode_return=round(ret, 6), **counts)  # fmt: skip
+            result = str(obs["tool_result"])
+            if call_id is not None:
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+            elif info.get("tool") is not None:  # a call written in the text (<tool_call>...): its result
+                messages.append({"role": "user", "content": f"Result of {info['tool']}:\n{result}"})
+            else:
+                why = (result if reply.status in ("ok", "truncated", "empty") else f"the request failed: {reply.error}"
+                       if reply.status == "api_error" else f"the reply could not be read: {reply.error}")  # fmt: skip
+                messages.append({"role": "user", "content": no_tool_message(why, names)})
+
+
 # ---------------------------------------------------------------------------------- metrics
 
 
@@ -590,8 +755,9 @@ def summarize(results: Sequence[SampleResult], settings: LLMAgentSettings) -> di
         if len(scores) < len(by_task):
             out[f"pass@{k}_tasks"] = len(scores)  # tasks with fewer than k judged samples are left out
     n_judged = len(judged)
+    horizon = settings.max_calls if settings.env == AGENT_ENV else settings.max_turns  # (a request costs a call at least)
     out["solved_within_turn"] = [sum(1 for r in judged if r.solved_turn is not None and r.solved_turn <= t) / n_judged
-                                 if n_judged else None for t in range(1, settings.max_turns + 1)]  # fmt: skip
+                                 if n_judged else None for t in range(1, horizon + 1)]  # fmt: skip
     returns = [r.episode_return for r in judged if r.episode_return is not None]
     out["reward_mean"] = sum(returns) / len(returns) if returns else None
     out["tiers"] = dict(sorted(Counter(r.tier for r in results).items()))
@@ -607,6 +773,10 @@ def summarize(results: Sequence[SampleResult], settings: LLMAgentSettings) -> di
     out["samples_judged"] = n_judged
     out["sandbox_errors"] = sum(r.sandbox_error is not None for r in results)
     out["judge_errors"] = sum(r.judge_error is not None for r in results)
+    if settings.env == AGENT_ENV:
+        calls = [r.tool_calls for r in results if r.tool_calls is not None]
+        out["tool_calls_mean"] = sum(calls) / len(calls) if calls else None
+        out["tool_errors"] = sum(r.tool_errors or 0 for r in results)
     return out
 
 
@@ -647,7 +817,7 @@ def evaluate_agent(cfg: RunConfig, tasks: Sequence[Any], transport: Transport, m
     import gymnasium as gym
     from tqdm import tqdm
 
-    import code_env  # noqa: F401 - registers CodeExec-v0
+    import code_env  # noqa: F401 - registers CodeExec-v0 and CodeAgent-v0
 
     settings: LLMAgentSettings = cfg.algo  # type: ignore[assignment]
     executor = executor if executor is not None else cfg.env.runner()
@@ -658,11 +828,15 @@ def evaluate_agent(cfg: RunConfig, tasks: Sequence[Any], transport: Transport, m
 
     def env_of_thread() -> Any:
         if not hasattr(local, "env"):
-            options: dict[str, Any] = {"max_turns": settings.max_turns, "reward": cfg.reward, "executor": executor}
-            if log_dir is not None:
-                options |= {"log_dir": str(log_dir), "log_every": cfg.env.log_every, "log_max_bytes": cfg.env.log_max_bytes,
-                            "log_text_bytes": cfg.env.log_text_bytes}  # fmt: skip
-            local.env = gym.make("CodeExec-v0", tasks=list(tasks), **options)
+            options: dict[str, Any] = {"reward": cfg.reward, "executor": executor}
+            if settings.env == AGENT_ENV:  # (no trajectory log there yet)
+                options["max_calls"] = settings.max_calls
+            else:
+                options["max_turns"] = settings.max_turns
+                if log_dir is not None:
+                    options |= {"log_dir": str(log_dir), "log_every": cfg.env.log_every, "log_max_bytes": cfg.env.log_max_bytes,
+                                "log_text_bytes": cfg.env.log_text_bytes}  # fmt: skip
+            local.env = gym.make(settings.env, tasks=list(tasks), **options)
             with envs_lock:
                 envs.append(local.env)
         return local.env
@@ -720,15 +894,18 @@ def _check_env_overrides(overrides: Sequence[str]) -> None:
 
 
 def _print_summary(summary: Mapping[str, Any], settings: LLMAgentSettings, model: str) -> None:
-    rows: list[list[Any]] = [["model", model], ["tasks x samples", f"{summary['tasks']} x {settings.n_samples}"],
-                             ["max turns", settings.max_turns]]  # fmt: skip
+    rows: list[list[Any]] = [["model", model], ["env", settings.env], ["tasks x samples", f"{summary['tasks']} x {settings.n_samples}"],
+                             ["max tool calls", settings.max_calls] if settings.env == AGENT_ENV else ["max turns", settings.max_turns]]  # fmt: skip
     rows += [[k, summary[k]] for k in summary if k.startswith("pass@") and not k.endswith("_tasks")]
-    if settings.max_turns > 1:
+    if settings.env == AGENT_ENV:
+        rows.append(["tool calls per episode (mean)", "-" if summary["tool_calls_mean"] is None else f"{summary['tool_calls_mean']:.2f}"])
+        rows.append(["calls that could not be read or done", summary["tool_errors"]])
+    elif settings.max_turns > 1:
         rows.append(["solved within turn 1..", ", ".join("-" if x is None else f"{x:.3f}" for x in summary["solved_within_turn"])])
     rows.append(["reward mean", summary["reward_mean"]])
     rows.append(["tiers", ", ".join(f"{t} {n}" for t, n in summary["tiers"].items())])
     if summary.get("turns_exhausted"):
-        rows.append(["turns ran out (in tiers above)", summary["turns_exhausted"]])
+        rows.append([f"{'tool calls' if settings.env == AGENT_ENV else 'turns'} ran out (in tiers above)", summary["turns_exhausted"]])
     rows.append(["replies", ", ".join(f"{s} {n}" for s, n in summary["replies"].items() if n)])
     tok = summary["tokens"]
     rows.append(["tokens (prompt / completion)", f"{tok['prompt']} / {tok['completion']} ({tok['requests_with_usage']} of "
@@ -749,7 +926,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="the llm_agent.toml to use (default: the shipped one)")
     parser.add_argument("--replay", type=Path, default=None, metavar="RECORD.jsonl",
                         help="rerun offline from a record (its configuration; --set still applies)")  # fmt: skip
+    parser.add_argument("--env", choices=ENVS, default=None,
+                        help=f"the env of the episodes (--set llm_agent.env=...): {EXEC_ENV}, a program per reply (the "
+                             f"default), or {AGENT_ENV}, OpenAI function calling over a workspace")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.env is not None:
+        args.set = [*args.set, f"{NAME}.env={args.env}"]
     try:
         return _main(args)
     except ConfigError as exc:
@@ -807,7 +989,7 @@ def _main(args: argparse.Namespace) -> int:
                 record_file.close()
         summary = summarize(results, settings)
         wall = time.monotonic() - started
-        summary |= {"model": model, "task_set": settings.task_set, "n_samples": settings.n_samples,
+        summary |= {"model": model, "env": settings.env, "task_set": settings.task_set, "n_samples": settings.n_samples,
                     "max_turns": settings.max_turns, "temperature": settings.temperature,
                     "mode": "replay" if args.replay else "live",
                     "record": str(args.replay) if args.replay else RECORD_NAME,

@@ -6,9 +6,11 @@
 first time, 1 for the client's first retry...). ``GET /v1/models`` lists the models the requests
 named. A request without ``Authorization: Bearer <key>`` gets a 401 in OpenAI's error format.
 
-A ``Reply`` is an ordinary completion (``content``, ``finish_reason``, ``usage``), or no choices
-(``choices=False``), or a raw body (``raw``: malformed JSON), or an HTTP error (``status``); any of
-them after a delay (``delay_s``: a reply slower than the client's timeout).
+A ``Reply`` is an ordinary completion (``content``, ``finish_reason``, ``usage``), with the
+function calls of OpenAI's protocol if it has ``tool_calls`` (``tool_call(...)`` makes one; a
+malformed one is any JSON in their place), or no choices (``choices=False``), or a raw body
+(``raw``: malformed JSON), or an HTTP error (``status``); any of them after a delay (``delay_s``: a
+reply slower than the client's timeout).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Reply:
     status: int = 200
     raw: str | None = None
     delay_s: float = 0.0
+    tool_calls: list[Any] | None = None  # the message's "tool_calls" (absent when None)
 
 
 Script = Callable[[dict[str, Any], int], Reply]
@@ -83,8 +86,10 @@ class _Handler(BaseHTTPRequestHandler):
                               headers={"retry-after-ms": "1"})  # fmt: skip
         if reply.raw is not None:
             return self._send(200, reply.raw.encode())
-        choices = [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
-                    "message": {"role": "assistant", "content": reply.content}}] if reply.choices else []  # fmt: skip
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls is not None:
+            message["tool_calls"] = reply.tool_calls
+        choices = [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None, "message": message}] if reply.choices else []
         payload: dict[str, Any] = {"id": f"chatcmpl-{len(owner.requests)}", "object": "chat.completion", "created": 1,
                                    "model": body.get("model"), "choices": choices}  # fmt: skip
         if reply.usage is not None:
@@ -157,6 +162,13 @@ class OpenAIServer:
 def fenced(code: str) -> str:
     """A reply the way chat models write one."""
     return f"Here is the solution.\n\n```python\n{code.rstrip()}\n```\n"
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str | None = None, *, call_id: str | None = None) -> dict[str, Any]:
+    """One item of a message's ``tool_calls`` as OpenAI sends it (``arguments``: a JSON string; a
+    string given is sent as it is, malformed or not)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return {"id": call_id or f"call_{name}", "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def first_user(body: dict[str, Any]) -> str:
