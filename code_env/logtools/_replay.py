@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -103,27 +103,35 @@ class ReplayReport:
         return "\n".join(visible(line, keep_newlines=False) for line in lines)
 
 
+ConfigT = TypeVar("ConfigT", EnvConfig, AgentConfig)
+
+
+def _logged_config(step: Step, model: type[ConfigT]) -> tuple[ConfigT, str | list[Task], str]:
+    """A record's env config (validated as ``model``), its tasks (a set's name, or the record's own
+    task for an inline set) and the key of the env they make; an error naming the record if not."""
+    raw = step.rec.get("config")
+    if not isinstance(raw, dict):
+        raise step.error("cannot replay: no 'config' in the record")
+    try:
+        cfg = model.model_validate(raw)
+    except ValidationError as exc:
+        raise step.error(first_error(exc, prefix="config.")) from None
+    key = cfg.model_dump_json()
+    if cfg.tasks != INLINE:  # (both envs spell an inline set alike)
+        return cfg, cfg.tasks, key
+    try:
+        task = Task.model_validate(step.rec.get("task"))
+    except ValidationError as exc:
+        raise step.error(f"{first_error(exc, prefix='task.')} (an inline task set logs each task)") from None
+    return cfg, [task], key + task.model_dump_json()
+
+
 def _env_builder(executor: Runner | None) -> tuple[Callable[[Step], CodeExecEnv], dict[str, CodeExecEnv]]:
     """An env per distinct config (and inline task), built from a record, without a log."""
     envs: dict[str, CodeExecEnv] = {}
 
     def env_for(step: Step) -> CodeExecEnv:
-        raw = step.rec.get("config")
-        if not isinstance(raw, dict):
-            raise step.error("cannot replay: no 'config' in the record")
-        try:
-            cfg = EnvConfig.model_validate(raw)
-        except ValidationError as exc:
-            raise step.error(first_error(exc, prefix="config.")) from None
-        key = cfg.model_dump_json()
-        tasks: str | list[Task] = cfg.tasks
-        if cfg.tasks == "<inline>":
-            try:
-                task = Task.model_validate(step.rec.get("task"))
-            except ValidationError as exc:
-                raise step.error(f"{first_error(exc, prefix='task.')} (an inline task set logs each task)") from None
-            tasks = [task]
-            key += task.model_dump_json()
+        cfg, tasks, key = _logged_config(step, EnvConfig)
         if key not in envs:
             options = cfg.model_dump(exclude={"tasks", "reward", "log_dir"})
             try:
@@ -141,22 +149,7 @@ def _agent_env_builder(executor: Runner | None) -> tuple[Callable[[Step], CodeAg
     envs: dict[str, CodeAgentEnv] = {}
 
     def env_for(step: Step) -> CodeAgentEnv:
-        raw = step.rec.get("config")
-        if not isinstance(raw, dict):
-            raise step.error("cannot replay: no 'config' in the record")
-        try:
-            cfg = AgentConfig.model_validate(raw)
-        except ValidationError as exc:
-            raise step.error(first_error(exc, prefix="config.")) from None
-        key = cfg.model_dump_json()
-        tasks: str | list[Task] = cfg.tasks
-        if cfg.tasks == INLINE:
-            try:
-                task = Task.model_validate(step.rec.get("task"))
-            except ValidationError as exc:
-                raise step.error(f"{first_error(exc, prefix='task.')} (an inline task set logs each task)") from None
-            tasks = [task]
-            key += task.model_dump_json()
+        cfg, tasks, key = _logged_config(step, AgentConfig)
         if key not in envs:
             options = cfg.model_dump(exclude={"tasks", "reward", "log_dir", "log_every", "log_max_bytes", "log_text_bytes"})
             try:
