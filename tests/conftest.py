@@ -160,8 +160,17 @@ def assert_contained(sandbox: Sandbox) -> None:
                     break
                 time.sleep(0.2)
             assert len(tree) <= SLOT_PROCESSES, f"a slot holds more than its own processes: {tree}"
-    zombies = [c.pid for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
+    zombies = [c.pid for c in psutil.Process().children(recursive=True) if _status(c) == psutil.STATUS_ZOMBIE]
     assert not zombies, f"zombie children: {zombies}"
+
+
+def _status(p: psutil.Process) -> str | None:
+    """A child's status, or None when it was reaped between the listing and the reading (a worker
+    reaps its runs on its own time: such a child is gone, not a zombie)."""
+    try:
+        return p.status()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
