@@ -218,6 +218,7 @@ XDIST_GROUPS = {
     "tests/test_crosstalk.py::test_the_channels_stay_closed_for_a_normal_user": HOST,
     "tests/test_run_files.py::test_files_go_in_and_come_back_as_a_normal_user": HOST,
     "tests/test_agent.py::test_the_scripted_episode_as_a_normal_user": HOST,
+    "tests/test_interpreter.py::test_sessions_as_a_normal_user": HOST,
     # an expensive module- or class-scoped fixture (a training run, Ray clusters, the nsjail
     # walker): one worker sets it up once, instead of every worker once
     "tests/test_grpo.py": "test_grpo",

@@ -7,9 +7,13 @@ the limits of a cell and of a session end what they should with a message that s
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +26,8 @@ from code_env.interpreter import (
 )
 from sandbox import Sandbox
 
-from .conftest import REPO, SECRET_NAME, loopback_listener
+from ._nobody import ROOT, as_user, can_drop
+from .conftest import BACKENDS, REPO, SECRET_NAME, loopback_listener
 
 FAST = {"cell_timeout_s": 1.0}
 
@@ -259,3 +264,43 @@ def test_one_session_runs_one_cell_at_a_time(sb: Sandbox) -> None:
         with ThreadPoolExecutor(2) as pool:
             values = sorted(pool.map(lambda _: bump(), range(2)))
         assert values == ["1", "2"] and ok(py.run("n")).value == "2"
+
+
+def sessions_as_seen(backend: str, port: int, secret_name: str, host_file: str) -> dict[str, Any]:
+    """Two sessions on a sandbox of ``backend`` of its own (run as a normal user by the test
+    below): what each kept, what one saw of the other, a connect() to the host's listener, a
+    secret of this (the sandbox's parent) process's environment and a host file, a hanging cell,
+    and what a session after them sees."""
+    import os
+
+    os.environ[secret_name] = "s3cr3t-of-the-normal-users-parent"
+    with Sandbox(backend=backend, workers=1) as box:  # type: ignore[arg-type]
+        with CodeInterpreter(box, limits=FAST) as a, CodeInterpreter(box, limits=FAST) as b:
+            a.run("secret = 'a-only'\nopen('a.txt', 'w').write(secret)")
+            seen = b.run("import os\n[sorted(os.listdir('.')), 'secret' in globals()]").value
+            kept = a.run("secret, open('a.txt').read()").value
+            net = a.run(f"import socket\ns = socket.socket()\ns.settimeout(3)\ns.connect(('127.0.0.1', {port}))\n'connected'")
+            leak = b.run(f"import os\n[os.environ.get({secret_name!r}), os.path.exists({host_file!r})]").value
+            hang = b.run("import time\ntime.sleep(60)")
+            after = b.run("1 + 1").value
+        with CodeInterpreter(box) as fresh:
+            left = fresh.run("import os\n[sorted(os.listdir('.')), 'secret' in globals()]").value
+    return {"seen": seen, "kept": kept, "net": [net.status, net.value], "leak": leak, "hang": hang.status,
+            "after": after, "left": left}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="already a normal user: the tests above run as this user")
+@pytest.mark.skipif(can_drop() is not None, reason=str(can_drop()))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sessions_as_a_normal_user(backend: str, nobody_tmp: Path) -> None:
+    # the listener is this (root) process's; the sessions and their sandbox's parent run as uid 65534
+    with loopback_listener() as port:
+        args = f"{backend!r}, {port}, {SECRET_NAME!r}, {str(REPO / 'tests' / 'conftest.py')!r}"
+        code = f"import json\nfrom tests.test_interpreter import sessions_as_seen\nprint(json.dumps(sessions_as_seen({args})))"
+        out = as_user([sys.executable, "-c", code], tmp=nobody_tmp, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"seen": "[['solution.py'], False]", "kept": "('a-only', 'a-only')", "net": ["error", None],
+                   "leak": "[None, False]", "hang": "timeout", "after": "2",
+                   "left": "[['solution.py'], False]"}, got  # fmt: skip
