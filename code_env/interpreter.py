@@ -312,6 +312,21 @@ TOOL: dict[str, Any] = {"type": "function", "function": {
 """An OpenAI ``tools`` entry for a session's ``run`` (the argument ``code`` is the cell)."""
 
 
+def interpreter_limits(limits: InterpreterLimits | Mapping[str, Any] | None, owner: str) -> InterpreterLimits:
+    """``limits`` as ``InterpreterLimits`` (None: the defaults; a mapping: its fields), or a
+    clear error that names ``owner``."""
+    if limits is None:
+        return InterpreterLimits()
+    if isinstance(limits, InterpreterLimits):
+        return limits
+    if isinstance(limits, Mapping):
+        try:
+            return InterpreterLimits(**limits)
+        except ValidationError as exc:
+            raise ValueError(f"{owner}: {first_error(exc, prefix='limits.')}") from None
+    raise TypeError(f"limits: expected InterpreterLimits or a mapping, got {type(limits).__name__}")
+
+
 class InterpreterClosedError(RuntimeError):
     """``run`` on a session after ``close()`` (or after its ``with`` block)."""
 
@@ -411,15 +426,7 @@ class CodeInterpreter:
     def __init__(self, executor: Runner | str | None = None, *, backend: str = "auto",
                  limits: InterpreterLimits | Mapping[str, Any] | None = None,
                  files: Mapping[str, bytes | str] | None = None, seed: int = 0) -> None:  # fmt: skip
-        if limits is None:
-            limits = InterpreterLimits()
-        elif isinstance(limits, Mapping):
-            try:
-                limits = InterpreterLimits(**limits)
-            except ValidationError as exc:
-                raise ValueError(f"CodeInterpreter: {first_error(exc, prefix='limits.')}") from None
-        elif not isinstance(limits, InterpreterLimits):
-            raise TypeError(f"limits: expected InterpreterLimits or a mapping, got {type(limits).__name__}")
+        limits = interpreter_limits(limits, "CodeInterpreter")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
             raise ValueError(f"seed: expected an int in [0, 2**32), got {seed!r}")
         # (registered by the first session, not on import: a worker started after it compiles the

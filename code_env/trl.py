@@ -33,7 +33,12 @@ loss; ``episode_reward`` is the matching reward function).
 
 A coding agent: ``CodeAgentTools``, an ``environment_factory`` over ``CodeAgent-v0`` (the model
 lists, reads, writes and edits the files of a workspace, runs them and the public tests, and
-submits ``main.py``; the reward is the episode's return).
+submits ``main.py``; the reward is the episode's return); its dataset is
+``trl_dataset(tasks, format="tools")``, whose prompts tell the model it works through tools.
+
+Tool-integrated reasoning: ``CodeInterpreterTools``, an ``environment_factory`` whose one tool is
+``python(code)``, a cell of a stateful sandboxed session (``code_env.interpreter``), fresh for
+each episode; the reward is the user's ``reward_funcs``.
 
 ``datasets`` is imported only when ``trl_dataset`` is called (extra ``trl``); ``torch`` and
 ``trl`` only when ``CodeExecRollout`` generates with a trainer.
@@ -58,6 +63,7 @@ from .adapters import JoinPrompt, load_tasks, program_of, resolve_task, reward_c
 from .agent import MAIN, CodeAgentEnv
 from .env import CodeExecEnv, StepResult, task_prompt
 from .grading import Grade, Judged, default_sandbox, grade_many, judge_many, program_language
+from .interpreter import CellResult, CodeInterpreter, InterpreterLimits, interpreter_limits
 from .records import grade_record
 from .reward import RewardConfig
 from .tracing import trace_id
@@ -66,7 +72,8 @@ from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 if TYPE_CHECKING:
     import datasets
 
-PromptFormat = Literal["chat", "plain"]
+PromptFormat = Literal["chat", "plain", "tools"]
+FORMATS: tuple[PromptFormat, ...] = ("chat", "plain", "tools")
 
 
 def _ids(completion_ids: Any, i: int) -> list[int] | None:
@@ -347,6 +354,24 @@ def _user_message(task: Task, language: str = "python") -> str:
     return f"{task.prompt.rstrip()}\n\n{_INSTRUCTION} It reads standard input and writes standard output."
 
 
+_TOOLS_INSTRUCTION = (f"You work through tool calls in a workspace of files; the file that is graded is {MAIN}. Write "
+                      f"your solution in {MAIN}, run the public tests with run_tests() whenever you like, and call "
+                      f"submit() when you are done: {MAIN} is then graded on the public and the hidden tests.")
+
+
+def _tools_message(task: Task) -> str:
+    """The user message of ``format="tools"``: the task for an agent that works through tools
+    (``CodeAgentTools``, ``CodeAgent-v0``): the workspace, ``main.py`` the graded file, the public
+    tests when it likes, ``submit`` when done; no answer block asked for."""
+    if stands_alone(task, task.prompt):  # HumanEval: the prompt is main.py's code, the function to complete
+        return (f"Complete the Python function in {MAIN}, which holds this code:\n\n```\n{task.prompt.rstrip()}\n```\n\n"
+                f"{_TOOLS_INSTRUCTION}")  # fmt: skip
+    if task.kind == "function":
+        return f"{task.prompt.rstrip()}\n\n{_TOOLS_INSTRUCTION} {MAIN} must define `{task.entry_point}`."
+    return (f"{task.prompt.rstrip()}\n\n{_TOOLS_INSTRUCTION} {MAIN} must be a whole program: it reads standard input "
+            "and writes standard output.")  # fmt: skip
+
+
 def _plain_prompt(task: Task, language: str = "python") -> str:
     if language != "python":
         return f"{task.prompt.rstrip()}\n\n```{resolve_language(language).name}\n"
@@ -359,11 +384,14 @@ def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFo
              system_prompt: str | None = None, language: str = "python", **params: Any) -> list[dict[str, Any]]:  # fmt: skip
     """The rows of ``trl_dataset`` as plain dicts (no ``datasets`` needed)."""
     language = program_language(language)
-    if format not in ("chat", "plain"):
-        raise ValueError(f"format: expected 'chat' (a conversational dataset, for chat models) or 'plain' "
-                         f"(a prompt string that a base model continues), got {format!r}")  # fmt: skip
-    if system_prompt is not None and format != "chat":
-        raise ValueError("system_prompt: only a chat dataset has a system message (format='chat')")
+    if format not in FORMATS:
+        raise ValueError(f"format: expected 'chat' (a conversational dataset, for chat models), 'tools' (a conversation "
+                         f"for an agent that works through tool calls: CodeAgentTools) or 'plain' (a prompt string "
+                         f"that a base model continues), got {format!r}")  # fmt: skip
+    if system_prompt is not None and format == "plain":
+        raise ValueError("system_prompt: only a chat dataset has a system message (format='chat' or 'tools')")
+    if format == "tools" and language != "python":
+        raise ValueError(f"language {language!r}: format='tools' is for CodeAgent-v0, whose graded {MAIN} is Python")
     rows = []
     for task in load_tasks(tasks, **params):
         if language not in FUNCTION_DRIVERS and task.kind != "stdio":
@@ -371,7 +399,8 @@ def trl_rows(tasks: str | Path | Sequence[Task] = "builtin", *, format: PromptFo
         if format == "plain":
             prompt: Any = _plain_prompt(task, language)
         else:
-            prompt = [{"role": "user", "content": _user_message(task, language)}]
+            text = _tools_message(task) if format == "tools" else _user_message(task, language)
+            prompt = [{"role": "user", "content": text}]
             if system_prompt is not None:
                 prompt.insert(0, {"role": "system", "content": system_prompt})
         rows.append({"prompt": prompt, "problem_id": task.problem_id})
@@ -405,11 +434,17 @@ def trl_dataset(tasks: str | Path | Sequence[Task] = "builtin", *, format: Promp
     ``difficulty`` for a generated set), or a list of ``Task``. ``format="chat"`` (for chat
     models): the prompt is a conversation, an optional system message and a user message with
     the task and the answer format (one ```python block; a HumanEval prompt is shown as code to
-    complete). ``format="plain"`` (for base models): a prompt string to continue — a HumanEval
+    complete). ``format="tools"`` (for a chat model that works through tools: ``CodeAgentTools``,
+    ``CodeAgent-v0``): the same conversation, but the user message tells it that it works in a
+    workspace through tool calls, that the graded file is ``main.py``, that it runs the public
+    tests (``run_tests``) when it likes and calls ``submit`` when done; it asks for no ```python
+    block (a HumanEval prompt is shown as the code ``main.py`` holds, the function to complete;
+    Python only). ``format="plain"`` (for base models): a prompt string to continue — a HumanEval
     prompt as it is (the model writes the rest of the function; ``TRLReward`` joins the two), any
-    other task's text followed by an opened ```python fence. ``language``: the programs' (another
-    than Python keeps the stdio tasks, and the prompts ask for a program in that language, in its
-    fence; ``TRLReward(language=...)`` grades them).
+    other task's text followed by an opened ```python fence. Another format is a ``ValueError``
+    that lists these. ``language``: the programs' (another than Python keeps the stdio tasks, and
+    the prompts ask for a program in that language, in its fence; ``TRLReward(language=...)``
+    grades them).
     """
     try:
         ds = importlib.import_module("datasets")
@@ -530,7 +565,7 @@ class CodeAgentTools:
     """A TRL ``environment_factory`` for ``GRPOTrainer`` over ``CodeAgent-v0``: the model works in
     a workspace through the env's tools, and the episode's return is the reward::
 
-        trainer = GRPOTrainer(model=..., train_dataset=code_env.trl_dataset("builtin"),
+        trainer = GRPOTrainer(model=..., train_dataset=code_env.trl_dataset("builtin", format="tools"),
                               environment_factory=CodeAgentTools)   # or partial(CodeAgentTools, "humaneval", max_calls=20)
 
     Each instance holds one ``CodeAgentEnv`` (TRL makes one instance per rollout and keeps it for
@@ -698,6 +733,87 @@ class CodeAgentTools:
         if not self._started:
             raise RuntimeError("CodeAgentTools: a tool was called before reset()")
         return self.env
+
+
+class CodeInterpreterTools:
+    """A TRL ``environment_factory`` for tool-integrated reasoning: the model calls ``python(code)``
+    while it reasons, and each call is a cell of a stateful, sandboxed Python session
+    (``code_env.interpreter.CodeInterpreter``: variables, functions and imports stay defined
+    between the calls of one episode)::
+
+        trainer = GRPOTrainer(model=..., train_dataset=math_problems, reward_funcs=[my_answer_reward],
+                              environment_factory=CodeInterpreterTools)    # or partial(CodeInterpreterTools, limits={...})
+
+    The dataset and the reward are the user's: any chat dataset, and ``reward_funcs`` (this class
+    has no ``get_reward``, which TRL does not require: a reward function may still read an
+    instance, ``environments[i]``, TRL passing them). TRL makes one instance per rollout and keeps
+    it for later batches; ``reset(**row)`` ends the instance's previous session and starts a fresh
+    one (a new ``session_id``, no variable of before), and returns None: the prompt stays as the
+    dataset wrote it, TRL renders the ``python`` tool's schema into it. The one tool TRL sees is
+    ``python`` (TRL offers every public function of the class but ``reset`` and ``get_reward``;
+    ``close`` is a property, so that it is not among them). A session that ran out of one of its
+    limits says so in the tool's answer, and stays over until the next ``reset``.
+
+    ``sandbox``: what runs the cells (a ``Sandbox``, ``"ray"``, any runner with ``run_many``;
+    default: a handle on the process-wide sandbox, as the env-backed classes hold, kept from one
+    episode to the next and let go by ``close()``). ``limits``: ``InterpreterLimits``, or a mapping
+    of its fields (checked here: a ``ValueError`` names a bad one). ``calls``: the episode's calls,
+    ``(code, CellResult)`` each; ``session``: the episode's ``CodeInterpreter`` (None before the first
+    ``reset`` and after ``close``). ``close()`` ends the session for good (nothing of it runs between
+    cells, so nothing is left in the sandbox); a later ``reset`` starts a new one."""
+
+    def __init__(self, *, sandbox: Runner | str | None = None,
+                 limits: InterpreterLimits | Mapping[str, Any] | None = None) -> None:  # fmt: skip
+        self.limits = interpreter_limits(limits, "CodeInterpreterTools")
+        self._sandbox = sandbox
+        self._session: CodeInterpreter | None = None
+        self.calls: list[tuple[str, CellResult]] = []
+
+    @property
+    def session(self) -> CodeInterpreter | None:
+        """The episode's session (None before the first ``reset`` and after ``close``)."""
+        return self._session
+
+    def reset(self, **row: Any) -> str | None:
+        """A new episode: the previous session ended, a fresh one started (the row is not read)."""
+        if self._session is None:
+            self._session = CodeInterpreter(self._sandbox, limits=self.limits)
+        else:
+            self._session.reset()  # (the same executor handle: the sandbox's workers stay between episodes)
+        self.calls = []
+        return None
+
+    def python(self, code: str) -> str:
+        """Run Python code in a persistent session: variables, functions and imports stay defined between calls.
+
+        Args:
+            code: The Python code to run; the value of its last expression is shown.
+
+        Returns:
+            What the code printed on stdout and stderr, the value of its last expression, or what went wrong.
+        """
+        if self._session is None:
+            raise RuntimeError("CodeInterpreterTools: python() was called before reset() (or after close())")
+        result = self._session.run(code)
+        self.calls.append((code, result))
+        return result.text()
+
+    @property
+    def close(self) -> Callable[[], None]:
+        """``close()``: end the session for good (idempotent; see the class). A property giving the
+        method, so that TRL does not offer it to the model as a tool."""
+        return self._close
+
+    def _close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+    def __enter__(self) -> CodeInterpreterTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
 
 
 Generate = Callable[[list[list[int]], list[int]], list[list[int]]]

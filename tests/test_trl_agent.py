@@ -1,7 +1,7 @@
 """``CodeAgentTools``: ``CodeAgent-v0`` as a TRL ``environment_factory``. TRL's view of the class
 (its tools, their JSON schemas from the docstrings), an episode through the tools on the real
 sandbox (solved: return 1.0; ended without submit: graded as submitted; the calls budget; a
-sandbox failure: None), and one real ``GRPOTrainer`` step where a tiny model, warm-started on a
+sandbox failure: None), the prompts of ``trl_dataset(format="tools")``, and one real ``GRPOTrainer`` step where a tiny model, warm-started on a
 demonstration, writes ``main.py``, runs the tests and submits through TRL's tool loop."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 import code_env
 import registry
-from code_env.agent import TOOL_NAMES, TOOLS
+from code_env.agent import TOOL_NAMES, TOOLS, starter_files
 from code_env.trl import CodeAgentTools, trl_rows
 from sandbox import ExecutionResult, RunRequest
 
@@ -167,6 +167,43 @@ def test_arguments_and_rows_are_checked() -> None:
     assert tools.env.task is not None and tools.env.task.problem_id == BITS.problem_id
     tools.write_file("main.py", BITS.reference_solution)
     assert tools.submit().startswith("submitted: all_tests (reward 2)") and tools.get_reward() == 2.0  # the config's tier
+
+
+def test_tools_prompts_tell_the_agent_of_its_workspace() -> None:
+    """``trl_rows(format="tools")``: the task for an agent that works through tools (main.py is
+    graded, run_tests when it likes, submit when done), no ```python block asked for; the columns
+    of ``format="chat"``; a HumanEval prompt shown as the code main.py holds."""
+    stdio = next(t for t in TASKS if t.kind == "stdio")
+    human = registry.load("humaneval")[0]
+    tasks = [EVENS, stdio, human]
+    rows, chat = trl_rows(tasks, format="tools"), trl_rows(tasks)
+    assert [set(r) for r in rows] == [set(r) for r in chat]
+    assert [r["problem_id"] for r in rows] == [r["problem_id"] for r in chat] == [t.problem_id for t in tasks]
+    for r, c in zip(rows, chat, strict=True):
+        ((message,),) = [r["prompt"]]
+        text = message["content"]
+        assert message["role"] == "user" and isinstance(text, str)
+        assert "main.py" in text and "submit()" in text and "run_tests()" in text and "tool calls" in text, text
+        assert "```python" not in text and "block" not in text, text
+        assert "```python" in c["prompt"][0]["content"]  # (the chat format asks for one)
+    assert EVENS.prompt.rstrip() in rows[0]["prompt"][0]["content"] and "`sum_of_evens`" in rows[0]["prompt"][0]["content"]
+    assert "standard input" in rows[1]["prompt"][0]["content"]
+    shown = rows[2]["prompt"][0]["content"]
+    main = starter_files(human)["main.py"].decode()
+    assert shown.startswith("Complete the Python function in main.py") and main.strip() in shown and human.prompt.strip() in shown
+
+    # the dataset, a system message, and the row as CodeAgentTools.reset reads it
+    ds = code_env.trl_dataset([EVENS], format="tools", system_prompt="Be brief.")
+    assert ds.column_names == ["prompt", "problem_id"] and [m["role"] for m in ds[0]["prompt"]] == ["system", "user"]
+    tools = CodeAgentTools([EVENS], sandbox=get_sandbox("process"))
+    assert "main.py" in str(tools.reset(**ds[0])) and tools.env.task is EVENS
+
+    with pytest.raises(ValueError, match=r"format: expected 'chat' .*'tools' .*'plain' .*got 'tool'"):
+        trl_rows([EVENS], format="tool")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"format: expected 'chat' .*'tools' .*'plain' .*got 'tool'"):
+        code_env.trl_dataset([EVENS], format="tool")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="format='tools' is for CodeAgent-v0"):
+        trl_rows([stdio], format="tools", language="cpp")
 
 
 def tool_call(name: str, **arguments: str) -> dict[str, Any]:
