@@ -27,6 +27,9 @@ has_lib 'libnl-route-3.so.200' || need_apt+=(libnl-route-3-200)
 # bubblewrap: the bare `bwrap` anchor of the benchmarks (benchmarks/test_sandbox_throughput.py skips
 # it, saying so, where it is missing); the sandbox itself never uses it.
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# redis-server: the queue between learner, rollout actors and executors (RedisExecutor; the tests
+# start servers of their own on loopback ports, persistence off or on)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
 # as_root_apt PKG...: as root, install the Debian packages (apt's status); else 2, having installed nothing
 as_root_apt() {
     [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 2
