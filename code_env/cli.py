@@ -8,6 +8,8 @@
     code-env audit LOG [--top N] [--seed S]
     code-env stats LOG [--png FILE]
     code-env tasks list [PATTERN] [--set S] [--difficulty D] | show ID [--set S] | validate NAME
+    code-env executor --redis URL [--pool NAME] [--backend B] [--workers N] [--batch N] [...]
+    code-env samples --redis URL [--run NAME] [--json] [--no-scan]
 
 Every ``Limits`` field is a flag of ``run`` (``--cpu-time-s``, ``--max-output-bytes``, ...), with
 ``--timeout`` as the short name of ``--timeout-s``. ``run`` feeds the program its standard input
@@ -319,6 +321,25 @@ def cmd_stats(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_samples(ns: argparse.Namespace) -> int:
+    """Each state of a run's samples in Redis: how many, the oldest, how many past their deadline."""
+    from .samples import SampleStateError, SampleStates, format_counts
+
+    try:
+        states = SampleStates(ns.redis, run=ns.run)
+        counts = states.counts(scan=not ns.no_scan)
+        others = [r for r in states.runs() if r != ns.run] if counts.total == 0 and not counts.unreadable else []
+    except (ImportError, ValueError, SampleStateError) as exc:
+        raise UsageError(str(exc)) from None
+    if ns.json:
+        print(counts.model_dump_json())
+        return 0
+    print(visible(format_counts(counts)))
+    if others:
+        print(visible(f"no samples in run {ns.run!r}; runs here: {', '.join(others)} (--run NAME)"))
+    return 0
+
+
 def cmd_serve(ns: argparse.Namespace) -> int:
     try:
         from .service import ServiceLimits, serve
@@ -330,6 +351,61 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     serve(host=ns.host, port=ns.port, token=token, backend=ns.backend, workers=ns.workers, limits=limits,
           log_level=ns.log_level, announce=lambda text: print(text, file=sys.stderr, flush=True))  # fmt: skip
     return 0
+
+
+def cmd_executor(ns: argparse.Namespace) -> int:
+    """An executor of a Redis pool (``sandbox.RedisExecutor``'s other side) until SIGTERM or
+    SIGINT: the requests it holds are finished and answered, then it exits 0."""
+    import logging
+    import signal
+    import threading
+
+    try:
+        from sandbox._redis import connect, serve
+    except ImportError as exc:  # (the redis package: imported by connect)
+        raise UsageError(str(exc)) from None
+    try:
+        connect(ns.redis).close()  # the URL's form, before a sandbox starts (Redis itself may come later)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(f"--redis: {exc}") from None
+    logging.basicConfig(level=getattr(logging, ns.log_level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    mover = observe = None
+    if ns.samples_run is not None:  # the runs' samples move on: running, then executed_with_result
+        from .samples import SampleStates, StateMover, sample_of
+
+        mover = StateMover(SampleStates(ns.redis, run=ns.samples_run))
+        to = {"running": "running", "answered": "executed_with_result"}
+
+        def observe(event: str, trace_ids: list[str]) -> None:
+            mover.put([(sample_of(t), to[event], "executor") for t in trace_ids])
+
+    with Sandbox(backend=ns.backend, workers=ns.workers) as sb:
+        try:
+            serve(ns.redis, ns.pool, sb, name=ns.name, batch=ns.batch, lease_s=ns.lease_s,
+                  max_payload_bytes=ns.max_payload_bytes, stop=stop, observe=observe,
+                  announce=lambda text: print(text, file=sys.stderr, flush=True))  # fmt: skip
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            if mover is not None:
+                mover.close()
+    return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
 
 
 # --------------------------------------------------------------------------------- parser
@@ -399,6 +475,15 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("run", metavar="RUN", help="a run directory (or one .jsonl file)")
     tr.add_argument("key", metavar="KEY", help="the sample's trace id, or its key problem_id/sample/turn")
     tr.set_defaults(func=cmd_trace, prog=tr.prog)
+    sm = sub.add_parser("samples", help="each state of a run's samples held in Redis: how many, the oldest, how many overdue",
+                        description="The per-sample state machines of a run in Redis (code_env.samples): for each state "
+                                    "how many samples, the oldest (id, seconds in the state) and how many are past their "
+                                    "deadline; then the keys of the run that do not read. Exit 2: Redis unreachable.")  # fmt: skip
+    sm.add_argument("--redis", required=True, metavar="URL", help="the Redis, e.g. redis://127.0.0.1:6379/0")
+    sm.add_argument("--run", default="default", metavar="NAME", help="the run's name (default: default)")
+    sm.add_argument("--json", action="store_true", help="print the counts as JSON")
+    sm.add_argument("--no-scan", action="store_true", help="skip the scan for unreadable keys (O(n)); counts only")
+    sm.set_defaults(func=cmd_samples, prog=sm.prog)
     sv = sub.add_parser("serve", help="the sandbox and the grader as an HTTP service: SandboxFusion's /run_code and /v1/...",
                         description="Serve SandboxFusion's POST /run_code (verl's sandbox_fusion reward path and tool agents "
                                     "point at http://HOST:PORT/run_code) beside code-env's own API: POST /v1/run_many, "
@@ -421,6 +506,29 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                     help="uvicorn's log level (default: info)")
     sv.set_defaults(func=cmd_serve, prog=sv.prog)
+    ex = sub.add_parser("executor", help="run requests of a Redis pool (sandbox.RedisExecutor's executors) until SIGTERM",
+                        description="Be an executor of a pool of sandbox.RedisExecutor: take requests from the pool's "
+                                    "stream on Redis, run them in a local sandbox, write their answers; watch the pool's "
+                                    "other executors and take over the requests of those that died or stalled. SIGTERM "
+                                    "or Ctrl-C: the requests held are finished and answered, then it exits.")  # fmt: skip
+    ex.add_argument("--redis", required=True, metavar="URL", help="the Redis server: redis://HOST:PORT/DB (or rediss://, unix://)")
+    ex.add_argument("--pool", default="default", help="the pool's name: its keys begin code-env:POOL: (default: default)")
+    ex.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    ex.add_argument("--workers", type=_positive_int, default=None, help="sandbox workers (default: one per core)")
+    ex.add_argument("--batch", type=_positive_int, default=None,
+                    help="most requests held at once, read in one go (default: twice the workers)")
+    ex.add_argument("--name", default=None, help="this executor's name in the pool (default: HOST:PID:random)")
+    ex.add_argument("--lease-s", type=_seconds, default=10.0,
+                    help="the heartbeat's time to live: silent that long, this executor is taken for dead and its "
+                         "requests go to another (default: 10)")  # fmt: skip
+    ex.add_argument("--max-payload-bytes", type=_positive_int, default=32 << 20,
+                    help="larger entries are refused as bad input, answered sandbox_error (default: 32 MiB)")
+    ex.add_argument("--samples-run", default=None, metavar="RUN",
+                    help="move the states of this run's samples (code-env samples) as their runs go: running when a "
+                         "run of it starts, executed_with_result when it is answered (its trace id names the sample)")  # fmt: skip
+    ex.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                    help="log level on stderr (default: info)")
+    ex.set_defaults(func=cmd_executor, prog=ex.prog)
     return p
 
 

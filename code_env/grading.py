@@ -237,18 +237,24 @@ def resolve_executor(executor: Runner | str | None = None, *, backend: str = "au
     """THE place an executor option becomes a runner: None or ``"local"`` is the process-wide
     sandbox of ``backend`` (``shared_sandbox``); ``"ray"`` the process-wide ``RayExecutor``
     (``shared_ray_executor``: ``ray_address``, else ``$RAY_ADDRESS``, else a local Ray instance);
-    any object with ``run_many`` (a ``Sandbox``, a ``RayExecutor``, ...) is used as it is."""
+    a Redis URL (``"redis://HOST:PORT/DB"``) the process-wide ``RedisExecutor`` of that server's
+    pool ``default`` (its executors: ``code-env executor --redis URL``); any object with
+    ``run_many`` (a ``Sandbox``, a ``RayExecutor``, ...) is used as it is."""
     if executor is None or executor == "local":
         return shared_sandbox(backend)
     if executor == "ray":
         return shared_ray_executor(backend, ray_address)
+    if isinstance(executor, str) and executor.startswith(("redis://", "rediss://", "unix://")):
+        from sandbox import RedisExecutor
+
+        return RedisExecutor.shared(executor)
     if isinstance(executor, str):
         close = difflib.get_close_matches(executor.lower(), EXECUTORS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"executor: expected 'local', 'ray' or an object with run_many (a sandbox.Sandbox, "
-                         f"a sandbox.RayExecutor), got {executor!r}{hint}")  # fmt: skip
+        raise ValueError(f"executor: expected 'local', 'ray', a Redis URL (redis://HOST:PORT/DB) or an object with "
+                         f"run_many (a sandbox.Sandbox, a sandbox.RayExecutor), got {executor!r}{hint}")  # fmt: skip
     if not callable(getattr(executor, "run_many", None)):
-        raise TypeError(f"executor: expected 'local', 'ray' or an object with run_many, got {type(executor).__name__}")
+        raise TypeError(f"executor: expected 'local', 'ray', a Redis URL or an object with run_many, got {type(executor).__name__}")
     return executor
 
 

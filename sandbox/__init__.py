@@ -7,8 +7,9 @@
 
 Backends: ``process`` (default; warm forking workers, namespaces, seccomp, rlimits, cgroups) and
 ``nsjail`` (the nsjail binary). ``RayExecutor`` spreads runs over a Ray cluster (the ``ray``
-extra; Ray is imported when one is made, not by ``import sandbox``). This package imports neither
-``code_env`` nor ``registry``.
+extra; Ray is imported when one is made, not by ``import sandbox``); ``RedisExecutor`` over
+executor processes joined by Redis Streams (``code-env executor --redis URL``; the ``redis``
+extra, imported when one is made). This package imports neither ``code_env`` nor ``registry``.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -38,6 +39,7 @@ from .models import (
 
 if _TYPE_CHECKING:
     from ._ray import RayExecutor
+    from ._redis import RedisExecutor
 
 __all__ = [
     "BACKENDS",
@@ -51,6 +53,7 @@ __all__ = [
     "LanguageUnavailableError",
     "Limits",
     "RayExecutor",
+    "RedisExecutor",
     "ResultCache",
     "RunRequest",
     "Sandbox",
@@ -68,8 +71,12 @@ def __getattr__(name: str) -> _Any:
         from ._ray import RayExecutor
 
         return RayExecutor
+    if name == "RedisExecutor":  # (redis itself is imported when one is made)
+        from ._redis import RedisExecutor
+
+        return RedisExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "RayExecutor"})
+    return sorted({*globals(), "RayExecutor", "RedisExecutor"})

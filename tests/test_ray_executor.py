@@ -89,9 +89,9 @@ def test_resolve_executor_names_what_it_accepts() -> None:
     sb = get_sandbox("process")
     assert grading.resolve_executor(sb) is sb
     assert grading.resolve_executor(None) is grading.resolve_executor("local") is grading.shared_sandbox("auto")
-    with pytest.raises(ValueError, match=r"executor: expected 'local', 'ray' or an object with run_many .*got 'rai'; did you mean 'ray'"):
+    with pytest.raises(ValueError, match=r"executor: expected 'local', 'ray', a Redis URL \(redis://HOST:PORT/DB\) or an object with run_many .*got 'rai'; did you mean 'ray'"):
         grading.resolve_executor("rai")
-    with pytest.raises(TypeError, match="executor: expected 'local', 'ray' or an object with run_many, got int"):
+    with pytest.raises(TypeError, match="executor: expected 'local', 'ray', a Redis URL or an object with run_many, got int"):
         grading.resolve_executor(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="did you mean 'ray'"):
         gym.make("CodeExec-v0", executor="Ray")
