@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -115,7 +115,16 @@ class GRPOSettings(BaseModel):
     n_examples: int = Field(4, ge=1, le=16, description="GRU policy: public examples it reads")
     grammar_mask: bool = Field(True, description="GRU policy: sample only tokens that keep the expression parseable")
     pointer: float = Field(10.0, ge=0, le=100, description="GRU policy: initial weight of the digit pointer (0: none)")
-    overlap: bool = Field(True, description="sample and judge the next batch while the learner updates")
+    overlap: bool = Field(True, description="sample and judge the next batches while the learner updates")
+    max_staleness: int = Field(1, ge=1, le=16, description="with overlap: step s samples from the weights after update "
+                               "max(s - max_staleness, 0): how many batches may be made ahead (the async buffer's bound)")
+    topology: Literal["thread", "redis"] = Field("thread", description="thread: rollouts on a thread of the learner's "
+                                                 "process; redis: learner, rollout actors and executors as processes "
+                                                 "joined by Redis (baselines.topology)")
+    actors: int = Field(1, ge=1, le=64, description="topology redis: rollout actor processes (with max_staleness 1 one makes every batch; more take over a dead one's step at once)")
+    executors: int = Field(2, ge=1, le=64, description="topology redis: executor processes (code-env executor)")
+    executor_workers: int = Field(1, ge=1, le=64, description="topology redis: sandbox workers of each executor")
+    redis_url: str | None = Field(None, description="topology redis: the server (None: a redis-server of the run's own)")
     cache: bool = Field(True, description="answer a (task, program) pair judged in an earlier step from a cache")
     eval_interval: int = Field(25, ge=0, description="greedy held-out evaluation every N steps (0: start and end only)")
     checkpoint_interval: int = Field(100, ge=0, description="save the policy every N steps (0: only the final one)")
@@ -630,15 +639,40 @@ def temperature_at(algo: GRPOSettings, step: int) -> float:
 def rollout(policy: Policy, judge: Judge, pool: Sequence[Task], algo: GRPOSettings, step: int, threads: int) -> Batch:
     """Step ``step``'s batch: its tasks and sampling come from generators seeded by (seed, step)
     alone, so the batch depends only on the behaviour weights, not on when it runs."""
+    drawn = sample_step(policy, pool, algo, step, threads)
+    return judge_step(judge, drawn)
+
+
+@dataclass
+class Drawn:
+    """A step's sampled programs, not yet judged (``sample_step``)."""
+
+    samples: Samples
+    generating: float  # unix time the generation began
+    generated: float  # and ended
+
+
+def sample_step(policy: Policy, pool: Sequence[Task], algo: GRPOSettings, step: int, threads: int,
+                drawing: Any = None) -> Drawn:  # fmt: skip
+    """The sampling half of ``rollout``: the step's tasks and programs from (seed, step) and the
+    weights (``drawing``: called with the step's tasks before their programs are sampled)."""
     torch.set_num_threads(threads)  # per thread: this runs in the rollout thread too
     rng = np.random.default_rng([algo.seed, step])
     picks = rng.choice(len(pool), size=min(algo.prompts_per_step, len(pool)), replace=False)
     tasks = [pool[i] for i in picks for _ in range(algo.group_size)]
+    if drawing is not None:
+        drawing(tasks)
     generator = torch.Generator().manual_seed(int(rng.integers(0, 2**62)))
     generating = time.time()
     samples = policy.sample(tasks, temperature_at(algo, step), generator)
+    return Drawn(samples, generating, time.time())
+
+
+def judge_step(judge: Judge, drawn: Drawn) -> Batch:
+    """The judging half of ``rollout``: one batched verdict for the step's programs."""
+    samples = drawn.samples
     t0 = time.monotonic()
-    judged, unique, verdicts = judge.verdicts(tasks, samples.programs, samples.texts, generating, time.time())
+    judged, unique, verdicts = judge.verdicts(samples.tasks, samples.programs, samples.texts, drawn.generating, drawn.generated)
     judge_s = time.monotonic() - t0
     rewards = [None if j is None else j[0] for j in judged]
     passed = [j is not None and j[1] == "all_tests" for j in judged]
@@ -809,29 +843,27 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
     waited = busy = 0.0
     best = start.pass_rate
     end = start
-    pool_ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-rollout") if algo.overlap else None
+    ahead = algo.max_staleness if algo.overlap else 0
 
-    def launch(step: int, behaviour: Policy, staleness: int) -> Future[Batch] | Batch:
-        if pool_ex is None:
-            return _staled(rollout(behaviour, judge, pool, algo, step, algo.threads), staleness)
-        return pool_ex.submit(lambda: _staled(rollout(behaviour, judge, pool, algo, step, algo.threads), staleness))
+    def make(step: int, behaviour: Policy) -> Batch:
+        return _staled(rollout(behaviour, judge, pool, algo, step, algo.threads), step - max(step - ahead, 0))
+
+    if algo.topology == "redis":
+        from baselines.topology import RedisSource
+
+        source: BatchSource = RedisSource(cfg, run, policy, pool, steps=steps, staleness=ahead)
+    else:
+        source = ThreadSource(make, policy, steps=steps, staleness=ahead)
 
     try:
-        pending = launch(0, copy.deepcopy(policy), 0) if pool_ex else None
         with tqdm(total=steps, desc="train grpo", unit="step", file=sys.stderr, disable=None if progress else True,
                   dynamic_ncols=True) as bar:  # fmt: skip
             for step in range(steps):
                 t0 = time.monotonic()
-                if pool_ex is None:
-                    batch = launch(step, policy, 0)
-                    assert isinstance(batch, Batch)
-                else:
-                    assert isinstance(pending, Future)
-                    batch = pending.result()
-                    if step + 1 < steps:  # the next batch, from the weights before this update
-                        pending = launch(step + 1, copy.deepcopy(policy), 1)
+                batch = source.get(step)
                 wait = time.monotonic() - t0
                 stats = update(policy, ref, opt, batch, algo)
+                source.published(step + 1, policy)
                 if batch.verdicts is not None:  # the records, with the advantages that update used
                     judge.write(batch.verdicts, step + 1, *advantages(batch.rewards, algo.group_size, algo.adv_eps))
                 judged = [r for r in batch.rewards if r is not None]
@@ -867,11 +899,8 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                 bar.update()
                 bar.set_postfix({"reward": f"{row['reward_mean']:.3f}", "pass": f"{row['pass_rate']:.1%}",
                                  **({"eval_pass": f"{ev.pass_rate:.1%}"} if ev else {})}, refresh=False)  # fmt: skip
-        if pool_ex is not None and isinstance(pending, Future) and steps < algo.steps:
-            pending.cancel()
     finally:
-        if pool_ex is not None:
-            pool_ex.shutdown(wait=True, cancel_futures=True)
+        source.close()
         judge.close()
     if steps < algo.steps:  # a prefix: its end is evaluated, not logged (the full run has no row there)
         end = held_out_eval("trained", steps)
@@ -884,6 +913,54 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
     run.write_summary(result.model_dump(mode="json"))
     run.plot(["reward_mean", "pass_rate", "eval_pass_rate"], reference=REFERENCE if REFERENCE.exists() else None)
     return result
+
+
+class BatchSource(Protocol):
+    """Where the learner's batches come from: ``get(step)`` waits for step ``step``'s batch (made
+    from the weights after update ``max(step - staleness, 0)``); ``published(version, policy)``
+    hands over the weights after update ``version``; ``close()`` stops what makes them."""
+
+    def get(self, step: int) -> Batch: ...
+
+    def published(self, version: int, policy: Policy) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ThreadSource:
+    """Batches made on one thread of this process (``topology = "thread"``), in step order. With
+    ``staleness`` k >= 1 the thread makes up to k batches ahead: step s from a copy of the weights
+    taken when the learner got batch ``s - k`` (before its update: the weights after update
+    ``s - k``), so every batch depends on the seed, its step and those weights alone, never on
+    timing. k = 0: each batch is made when the learner asks, from the current weights."""
+
+    def __init__(self, make: Any, policy: Policy, *, steps: int, staleness: int) -> None:
+        self.make, self.policy, self.steps, self.k = make, policy, steps, staleness
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-rollout") if staleness else None
+        self.pending: dict[int, Future[Batch]] = {}
+        for s in range(min(staleness, steps)):  # steps 0..k-1 sample from the initial weights
+            self._launch(s)
+
+    def _launch(self, step: int) -> None:
+        assert self.pool is not None
+        self.pending[step] = self.pool.submit(self.make, step, copy.deepcopy(self.policy))
+
+    def get(self, step: int) -> Batch:
+        if self.pool is None:
+            return self.make(step, self.policy)
+        batch = self.pending.pop(step).result()
+        if step + self.k < self.steps:  # the weights now are those after update `step`: step + k's
+            self._launch(step + self.k)
+        return batch
+
+    def published(self, version: int, policy: Policy) -> None:
+        pass  # (get takes its copies)
+
+    def close(self) -> None:
+        for f in self.pending.values():
+            f.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _staled(batch: Batch, staleness: int) -> Batch:
@@ -938,11 +1015,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="a local Hugging Face causal LM folder (extra llm)")
     parser.add_argument("--max-steps", type=int, default=None, metavar="N",
                         help="stop after N steps: exactly the first N rows of the full run (schedules span grpo.steps)")  # fmt: skip
+    parser.add_argument("--topology", choices=["thread", "redis"], default=None,
+                        help="redis: the learner, rollout actors and executors as processes joined by Redis (grpo.topology)")  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if args.max_steps is not None and args.max_steps < 1:
         parser.error(f"--max-steps: expected a positive number of steps, got {args.max_steps}")
     overrides = list(args.set) + ([f"grpo.model={args.model}"] if args.model else [])
+    overrides += [f"grpo.topology={args.topology}"] if args.topology else []
     try:
         cfg = load_config(NAME, GRPOSettings, config_dir=args.config_dir, overrides=overrides)
         _check(cfg)

@@ -85,10 +85,11 @@ def test_grpo_sampled_group_batched_vs_one_at_a_time(benchmark: Any, tmp_path: P
                        f"after {steps} steps (8 tasks x 8, {distinct} distinct)")  # fmt: skip
 
 
-def _wait(run_dir: Path) -> tuple[float, float]:
-    """The learner's total wait and total step time of a run (timing.csv)."""
+def _wait(run_dir: Path, skip: int = 0) -> tuple[float, float]:
+    """The learner's total wait and total step time of a run (timing.csv), its first ``skip``
+    steps left out."""
     with open(run_dir / "timing.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+        rows = list(csv.DictReader(fh))[skip:]
     step = sum(float(r["step_s"]) for r in rows)
     return sum(float(r["learner_wait_fraction"]) * float(r["step_s"]) for r in rows), step
 
@@ -121,3 +122,52 @@ def test_grpo_learner_wait_with_and_without_overlap(benchmark: Any, tmp_path: Pa
                   f"its CPU is the whole run's, set-up included. The learner waits on the sandbox {wait[True]:.0%} of its "
                   f"step time with overlap, {wait[False]:.0%} without (timing.csv: {step[True]:.2f} vs {step[False]:.2f} s "
                   "per step).")  # fmt: skip
+
+
+def test_grpo_learner_wait_thread_vs_redis_topology(benchmark: Any, tmp_path: Path) -> None:
+    """The default GRPO run's first steps in the two topologies, alternating: rollouts on a thread
+    of the learner (the sandbox in its process) against the learner, a rollout actor and 2
+    executors (1 worker each: executors at 2x the inference workers, as the seeds advise) as
+    processes joined by Redis (``baselines/topology.py``), on the same 2 cores.
+    Their curves must be equal; the learner's wait fraction and the step time of each are recorded."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (scripts/bootstrap.sh installs Debian's as root)")
+    steps = 16 if benchmark.enabled else 2
+    results: dict[str, list[tuple[float, float]]] = {"thread": [], "redis": []}
+    curves: dict[str, list[str]] = {}
+
+    def train_once(topology: str) -> Timed:
+        cfg = load_config("grpo", GRPOSettings, overrides=[f"grpo.topology={topology}", "grpo.eval_interval=0",
+                                                           "grpo.checkpoint_interval=0"])  # (1 actor, 2 executors)
+        out = tmp_path / f"{topology}-{len(results[topology])}"
+        with Run.create("grpo", cfg, out=out) as run:
+            train(cfg, run, progress=False, max_steps=steps)
+        results[topology].append(_wait(out, skip=1))  # step 1 waits for the processes to start: set-up
+        curves[topology] = (out / "curve.csv").read_text().splitlines()
+        return Timed(results[topology][-1][1])
+
+    thread, redis = "thread topology (rollouts on a thread of the learner)", "Redis topology (1 actor, 2 executors of 1 worker)"
+
+    def check(out: dict[str, object]) -> None:
+        assert curves["thread"] == curves["redis"]
+
+    sides = {thread: Side(lambda: train_once("thread"), steps - 1), redis: Side(lambda: train_once("redis"), steps - 1)}
+    result = paired(benchmark, sides, rounds=2 if benchmark.enabled else 1, warmup_rounds=0, check=check)
+    wait = {k: sum(w for w, _ in v) / sum(s for _, s in v) for k, v in results.items()}
+    step = {k: sum(s for _, s in v) / (len(v) * (steps - 1)) for k, v in results.items()}
+    benchmark.extra_info.update({"wait_fraction_thread": wait["thread"], "wait_fraction_redis": wait["redis"],
+                                 "step_s_thread": step["thread"], "step_s_redis": step["redis"]})  # fmt: skip
+    print(f"\nGRPO default run, {steps} steps: the learner waits {wait['redis']:.0%} of its time in the Redis topology "
+          f"({step['redis']:.2f} s/step), {wait['thread']:.0%} in the thread topology ({step['thread']:.2f} s/step)")
+    record_paired(benchmark, result, title=f"GRPO default run ({steps} steps, eval off): the Redis topology against the thread topology",
+                  program="GRPO default config", mode=f"{steps} training steps a round", unit="steps",
+                  targets=[Target("GRPO: step time in the Redis topology ≤ 1× the thread topology's", redis, "time",
+                                  vs=thread, op="<=", bound=1.0)],
+                  note=f"Same curve in both (checked). The learner waits on its batches {wait['redis']:.0%} of its step time in "
+                  f"the Redis topology ({step['redis']:.2f} s per step), {wait['thread']:.0%} in the thread topology "
+                  f"({step['thread']:.2f} s per step); a round is a whole run, its time the sum of its step times after the "
+                  "first (timing.csv): the first waits for the processes to start, set-up left out.")  # fmt: skip

@@ -227,6 +227,8 @@ XDIST_GROUPS = {
     "tests/test_rllib.py": "test_ray_executor",  # (a Ray instance of its own: not beside the one above)
     "tests/test_nsjail_isolation.py": "test_nsjail_isolation",
     "tests/test_logtools.py": "test_logtools",
+    "tests/test_redis_executor.py": "test_redis_executor",  # its executors, started once
+    "tests/test_grpo_topology.py": "test_grpo_topology",  # the thread topology's runs, made once
     "tests/test_visible.py": "test_visible",
 }
 
