@@ -73,9 +73,15 @@ WAIT_S = 0.05  # the longest a waiting actor sleeps before it looks again; a wak
 
 
 def _redis(url: str) -> Any:
+    """A client that rides out a restart of Redis: each command is tried again (backing off, about
+    half a minute in all) while the server cannot be reached."""
     import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
 
-    return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=10)
+    return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=10,
+                                retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 20),
+                                retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])  # fmt: skip
 
 
 def _dumps(obj: Any) -> bytes:
@@ -163,9 +169,16 @@ class RedisSource:
         self.children: dict[str, tuple[list[str], subprocess.Popen[bytes]]] = {}
         # where to look while it runs: code-env samples --redis URL --run RUN_ID
         (self.dir / "redis.json").write_text(json.dumps({"url": self.url, "run": self.run_id, "pool": self.pool_name}) + "\n")
-        self.r.set(self.keys.config, json.dumps({
+        self.config = json.dumps({
             "cfg": cfg.as_dict(), "run_dir": str(run.path), "steps": steps, "staleness": staleness, "pool": self.pool_name,
-            "url": self.url}))  # fmt: skip
+            "url": self.url})  # fmt: skip
+        self.r.set(self.keys.config, self.config)
+        # what a Redis that lost its data (a restart without persistence) needs again: the weights
+        # the steps to come sample from, and every judged step's pairs (the actors' caches)
+        self.weights: dict[int, bytes] = {}
+        self.judged: dict[int, bytes] = {}
+        self.version = 0
+        self.republished = 0
         self.published(0, policy)
         # each sample's state (code_env.samples): the actors start and queue them, the executors run
         # them, this learner judges them; the watchdog ends any that stays past its state's deadline
@@ -224,7 +237,13 @@ class RedisSource:
         key = self.keys.of("batch", step)
         while True:
             data = self.r.get(key)
+            if data is None and not self.r.exists(self.keys.config):
+                self.republish()
+                continue
             if data is not None:
+                judged = self.r.get(self.keys.of("judged", step))
+                if judged is not None:
+                    self.judged[step] = judged
                 batch = batch_from(data, self.by_id)
                 n0 = step * len(batch.rewards)
                 self.mover.put([(sample_key(t.problem_id, n0 + i), "judged", "learner")
@@ -233,9 +252,33 @@ class RedisSource:
             self.check_children()
             self.r.blpop([self.keys.of("ready", step)], timeout=0.2)
 
-    def published(self, version: int, policy: Policy) -> None:
+    def republish(self) -> None:
+        """Redis lost the run's keys (restarted without persistence): put back what the actors need
+        to go on (the config, the weights of the steps to come, every judged step's pairs); the
+        batches in flight and their claims are gone, so those steps are made again (the same
+        batches: they depend only on the seed, the step and the weights)."""
         pipe = self.r.pipeline()
-        pipe.set(self.keys.of("weights", version), _dumps(policy.module.state_dict()))
+        pipe.set(self.keys.config, self.config)
+        for v, data in self.weights.items():
+            pipe.set(self.keys.of("weights", v), data)
+        for s, data in self.judged.items():
+            pipe.set(self.keys.of("judged", s), data)
+        pipe.set(self.keys.version, self.version)
+        pipe.set(self.keys.consumed, self.version)
+        wake(pipe, self.keys, self.algo.actors)
+        pipe.execute()
+        self.republished += 1
+        print(f"redis lost the run's keys: republished the weights of versions {sorted(self.weights)} and "
+              f"{len(self.judged)} judged steps", file=sys.stderr, flush=True)
+
+    def published(self, version: int, policy: Policy) -> None:
+        data = _dumps(policy.module.state_dict())
+        self.weights[version] = data
+        for v in [v for v in self.weights if v < version - self.k - 1]:
+            del self.weights[v]
+        self.version = version
+        pipe = self.r.pipeline()
+        pipe.set(self.keys.of("weights", version), data)
         pipe.set(self.keys.version, version)
         pipe.set(self.keys.consumed, version)  # the steps before `version` are the learner's
         if version >= 1:
@@ -331,8 +374,10 @@ class Actor:
 
     def pick(self) -> int | None:
         """The first step not made, not claimed and whose weights exist; claimed."""
-        consumed = int(self.r.get(self.keys.consumed) or 0)
-        version = int(self.r.get(self.keys.version) or -1)
+        consumed, version_raw = self.r.mget([self.keys.consumed, self.keys.version])
+        if version_raw is None:  # nothing published yet, or Redis lost it: the learner puts it back
+            return None
+        consumed, version = int(consumed or 0), int(version_raw)
         for s in range(consumed, min(self.steps, version + self.k + 1)):
             if self.r.exists(self.keys.of("batch", s)):
                 continue
