@@ -105,7 +105,22 @@ class EnvSettings(BaseModel):
 
 
 def _generated(task_set: str, n: int, seed: int, difficulty: int | None) -> dict[str, Any]:
-    return {"n": n, "seed": seed, "difficulty": difficulty} if task_set.startswith("synthetic:") else {}
+    """``registry.load``'s parameters for ``task_set``: a generated set takes the size, seed and
+    difficulty; a mix (``mix:...``) the size and seed (each set in it keeps its own difficulties),
+    which must come from here, not from the name (else the held-out pool would be drawn with the
+    training seed); a fixed set none."""
+    if task_set.startswith("synthetic:"):
+        return {"n": n, "seed": seed, "difficulty": difficulty}
+    if task_set.startswith("mix:"):
+        import registry
+
+        spec = registry.parse_mix(task_set)
+        named = [k for k in ("n", "seed") if getattr(spec, k) is not None]
+        if named:
+            raise ConfigError(f"env.task_set {task_set!r}: give the size and seed as n_tasks/task_seed and "
+                              f"n_eval_tasks/eval_task_seed, not as {', '.join(named)} in the mix")  # fmt: skip
+        return {"n": n, "seed": seed}
+    return {}
 
 
 class RunConfig(BaseModel):

@@ -5,13 +5,17 @@ path to a ``.jsonl`` file."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownTaskError, UnknownTaskSetError
-from .schema import Task, read_tasks
+from .schema import Task, parse_tasks, read_task_bytes, read_tasks
+
+if TYPE_CHECKING:
+    from .verify import Runner
 
 DATA = Path(__file__).parent / "data"
 NAMED = {"builtin": DATA / "builtin.jsonl"}
@@ -25,8 +29,18 @@ def list_sets() -> list[str]:
     return sorted([*NAMED, *GENERATED, *(f"synthetic:{f}" for f in FAMILIES)])
 
 
-def load(name_or_path: str | Path, **params: Any) -> list[Task]:
-    """The tasks of a named set or of a JSONL file."""
+def load(name_or_path: str | Path, *, validate: bool | None = None, sandbox: Runner | None = None,
+         **params: Any) -> list[Task]:
+    """The tasks of a named set or of a JSONL file.
+
+    A task file is validated before it is returned (``registry.validate.admit``: each reference
+    solution passes every public and hidden test twice with the same outcome, and each task has a
+    hidden test), once per content: the admission is cached by the file's sha256. A refused file
+    raises ``TaskSetRefusedError``, naming each task and why. ``validate=False`` loads it as it is
+    (for a huge set), as does ``$CODE_ENV_VALIDATE=0`` when ``validate`` is None. The shipped sets
+    are trusted (the test suite validates them: ``code-env tasks validate NAME``) and validated
+    only when ``validate=True``. ``sandbox``: the runner of the validation (default: a sandbox of
+    the default backend, started for it and closed after)."""
     key = str(name_or_path)
     if key.startswith("synthetic:"):
         from .synthetic import FAMILIES, generate
@@ -38,20 +52,40 @@ def load(name_or_path: str | Path, **params: Any) -> list[Task]:
         unknown = set(params) - {"n", "seed", "difficulty"}
         if unknown:
             raise TypeError(f"{key} takes n, seed and difficulty, got {sorted(unknown)}")
-        return generate(family, **params)
+        return _trusted(generate(family, **params), key, validate, sandbox)
     if params:
         raise TypeError(f"task set {key!r} takes no parameters, got {sorted(params)}")
     if key in NAMED:
-        return read_tasks(NAMED[key])
+        return _trusted(read_tasks(NAMED[key]), key, validate, sandbox)
     if key == "humaneval":
         from .humaneval import load_humaneval
 
-        return load_humaneval()
+        return _trusted(load_humaneval(), key, validate, sandbox)
     path = Path(key)
     if path.suffix == ".jsonl" or path.exists():
-        return read_tasks(path)
+        data = read_task_bytes(path)
+        tasks = parse_tasks(data, str(path))
+        if validate is not False:
+            from .validate import admit, validate_on_load
+
+            if validate_on_load(validate):
+                admit(tasks, sha256=hashlib.sha256(data).hexdigest(), source=str(path), sandbox=sandbox)
+        return tasks
     close = difflib.get_close_matches(key, list_sets(), n=1)
     raise UnknownTaskSetError(key, list_sets(), close[0] if close else None)
+
+
+def _trusted(tasks: list[Task], key: str, validate: bool | None, sandbox: Runner | None) -> list[Task]:
+    """A shipped set: as it is, or validated when asked by name (``validate=True``), cached by the
+    hash of its tasks' JSONL."""
+    if validate is None or validate is False:
+        return tasks
+    from .validate import admit, validate_on_load
+
+    if validate_on_load(validate):  # (checks that it is a bool)
+        text = "".join(t.model_dump_json() + "\n" for t in tasks)
+        admit(tasks, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), source=key, sandbox=sandbox)
+    return tasks
 
 
 def get(tasks: list[Task], problem_id: str) -> Task:

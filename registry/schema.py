@@ -153,15 +153,26 @@ def _json_ok(value: Any) -> bool:
 
 def read_tasks(path: str | Path) -> list[Task]:
     """Tasks from a JSONL file (one task per line; blank lines and ``#`` lines skipped)."""
+    return parse_tasks(read_task_bytes(path), str(path))
+
+
+def read_task_bytes(path: str | Path) -> bytes:
+    """A task file's bytes, as they are (the loader hashes what it parses: ``parse_tasks``)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_bytes()
     except FileNotFoundError:
         raise TaskFileError(str(p), None, None, "no such file") from None
     except OSError as exc:  # a directory, no permission...
         raise TaskFileError(str(p), None, None, exc.strerror or str(exc)) from None
+
+
+def parse_tasks(data: bytes, path: str) -> list[Task]:
+    """The tasks of a task file's bytes (``path`` names it in errors)."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TaskFileError(str(p), None, None, f"not UTF-8 text (byte offset {exc.start})") from None
+        raise TaskFileError(path, None, None, f"not UTF-8 text (byte offset {exc.start})") from None
     tasks: list[Task] = []
     seen: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -170,17 +181,17 @@ def read_tasks(path: str | Path) -> list[Task]:
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TaskFileError(str(p), lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+            raise TaskFileError(path, lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(raw, dict):
-            raise TaskFileError(str(p), lineno, None, f"expected a JSON object, got {type(raw).__name__}")
+            raise TaskFileError(path, lineno, None, f"expected a JSON object, got {type(raw).__name__}")
         try:
             task = Task.model_validate(raw)
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(x) for x in err["loc"]) or None
-            raise TaskFileError(str(p), lineno, field, err["msg"]) from None
+            raise TaskFileError(path, lineno, field, err["msg"]) from None
         if task.problem_id in seen:
-            raise TaskFileError(str(p), lineno, "problem_id", f"duplicate of line {seen[task.problem_id]}")
+            raise TaskFileError(path, lineno, "problem_id", f"duplicate of line {seen[task.problem_id]}")
         seen[task.problem_id] = lineno
         tasks.append(task)
     return tasks

@@ -29,6 +29,8 @@ os.environ[SECRET_NAME] = SECRET_VALUE
 if not os.environ.get("CODE_ENV_TEST_TMPDIR"):
     os.environ["CODE_ENV_TEST_TMPDIR"] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="code-env-tests-")
     tempfile.tempdir = None
+# task files validated on load (registry.validate) cache their admission there, never in the home
+os.environ.setdefault("CODE_ENV_CACHE_DIR", os.path.join(os.environ["CODE_ENV_TEST_TMPDIR"], "cache"))
 # Under pytest-xdist (scripts/test.sh) each worker gets a temp dir of its own inside that one, so a
 # test that compares what a temp dir holds before and after sees only its own worker's files. Its
 # name is short: Ray puts its AF_UNIX sockets (at most 107 bytes of path) in a session dir under it.
