@@ -35,7 +35,12 @@ Configuration (``baselines/configs/llm_agent.toml``, section ``[llm_agent]``; ``
 overrides any field; ``env.json`` gives only ``backend``, ``log_every`` and the log's bounds
 ``log_max_bytes``/``log_text_bytes`` — the tasks and turns are
 this file's, and ``--set env.<other>`` is refused rather than ignored; ``reward.json`` is the env's
-reward ladder). Where the endpoint comes from, first match wins:
+reward ladder). The endpoint is one LLM channel (``code_env.llm.LLMConfig``, shared with the LLM
+judge): ``llm_agent.llm``, an ``[llm_agent.llm]`` table or the path of a TOML file with an ``[llm]``
+table (``--set llm_agent.llm=llm.toml``; a relative path is the working directory's), named
+``agent`` unless it says otherwise. Its fields' older spellings, ``llm_agent.base_url``, ``model``,
+``api_key``, ``timeout_s`` and ``max_retries``, stay as aliases (with ``llm`` too, they are refused:
+one endpoint, given once). Without ``llm``, where the endpoint comes from, first match wins:
 
 1. ``--set llm_agent.base_url=...`` / ``model`` / ``api_key``;
 2. the config file's ``base_url`` / ``model`` / ``api_key``;
@@ -75,7 +80,8 @@ product ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)`` (no huge binomials), averag
 with at least ``k`` judged samples.
 
 Record and replay. Every request and its reply (the raw response body) or error, the usage and the
-latency go to ``<run>/llm_record.jsonl``, after a header line with the resolved configuration and
+latency go to ``<run>/llm_record.jsonl`` (and, as one line each, to the ``code_env.llm`` log under
+the channel's name: ``llm[agent] call {...}``), after a header line with the resolved configuration and
 a fingerprint of every task. A call is keyed by ``sha256`` of the request's content (model,
 messages, temperature, max_tokens, seed) together with the problem id and the sample index: the
 same conversation asked again for another sample is another call, and a multi-turn conversation's
@@ -125,6 +131,7 @@ from baselines.common import (
     parse_overrides,
     validate_section,
 )
+from code_env.llm import LLMConfig, LLMConfigError, aliases_given, log_call
 from code_env.reward import RewardConfig
 from code_env.tracing import GenerationEnd
 
@@ -175,6 +182,8 @@ class LLMAgentSettings(BaseModel):
     api_key: str | None = Field(None, description="only a ${ENV_VAR} placeholder (unset: $OPENAI_API_KEY if set, else no key)")
     timeout_s: float = Field(60.0, gt=0, le=3600, description="per request, seconds (the client's timeout)")
     max_retries: int = Field(2, ge=0, le=20, description="the client's retries on timeouts, connection errors, 429 and 5xx")
+    llm: LLMConfig | None = Field(None, description="the endpoint as one LLM channel: an [llm] table or the path of a TOML "
+                                  "file with one (name: agent); base_url ... max_retries are its aliases")  # fmt: skip
     temperature: float = Field(0.8, ge=0, le=2, description="sampling temperature")
     max_tokens: int = Field(1024, ge=1, le=1_000_000, description="completion tokens per reply")
     n_samples: int = Field(5, ge=1, le=10_000, description="samples (episodes) per task")
@@ -206,8 +215,20 @@ class LLMAgentSettings(BaseModel):
         if isinstance(data, dict):
             key = data.get("api_key")
             if isinstance(key, str) and not _PLACEHOLDER.fullmatch(key.strip()):
-                return {**data, "api_key": _Literal()}
+                data = {**data, "api_key": _Literal()}
+            if data.get("llm") is not None:
+                try:
+                    data = {**data, "llm": LLMConfig.coerce(data["llm"], name="agent")}
+                except LLMConfigError as exc:
+                    raise ValueError(f"llm: {exc}") from None
         return data
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> LLMAgentSettings:
+        given = aliases_given(self)  # (left at their defaults they are not: a dumped config reloads)
+        if self.llm is not None and given:
+            raise ValueError(f"the endpoint is given twice: llm and {', '.join(given)} (aliases of llm's fields); keep one")
+        return self
 
     @field_validator("api_key", mode="before")
     @classmethod
@@ -264,6 +285,7 @@ class Endpoint:
     model: str
     key_source: str
     api_key: str = NO_KEY
+    name: str = "agent"  # the channel's name in the log
 
     def __repr__(self) -> str:
         return f"Endpoint(base_url={self.base_url!r}, model={self.model!r}, key_source={self.key_source!r})"
@@ -279,8 +301,16 @@ def _expand(value: str, field: str, environ: Mapping[str, str]) -> str:
 
 
 def resolve_endpoint(settings: LLMAgentSettings, environ: Mapping[str, str] | None = None) -> Endpoint:
-    """The endpoint from the settings, else the environment (see the module's docstring)."""
+    """The endpoint from the settings' ``llm``, else their aliases, else the environment (see the
+    module's docstring)."""
     env = os.environ if environ is None else environ
+    if settings.llm is not None:
+        try:
+            url = settings.llm.url(env)
+            key, source = settings.llm.key(env)
+        except LLMConfigError as exc:
+            raise ConfigError(f"llm_agent.llm: {exc}") from None
+        return Endpoint(base_url=url, model=settings.llm.model, key_source=source, api_key=key, name=settings.llm.name)
     base_url = _expand(settings.base_url, "base_url", env) if settings.base_url else env.get("OPENAI_BASE_URL", "")
     model = _expand(settings.model, "model", env) if settings.model else env.get("OPENAI_MODEL", "")
     missing = [name for name, value, var in (("base_url", base_url, "OPENAI_BASE_URL"), ("model", model, "OPENAI_MODEL"))
@@ -406,8 +436,10 @@ class LiveTransport(Transport):
             raise ConfigError("the LLM agent needs the openai client: pip install 'code-env[llm]'") from None
         self.openai = openai
         self.endpoint = endpoint
-        self.client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, timeout=settings.timeout_s,
-                                    max_retries=settings.max_retries)  # fmt: skip
+        channel = settings.llm  # (its timeout and retries; without it, the aliases')
+        self.client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key,
+                                    timeout=channel.timeout_s if channel else settings.timeout_s,
+                                    max_retries=channel.max_retries if channel else settings.max_retries)  # fmt: skip
         self.record = record
         self.lock = threading.Lock()
 
@@ -440,6 +472,7 @@ class LiveTransport(Transport):
                  "sample": sample, "turn": turn, "request": request, "body": body, "error": error,
                  "latency_s": round(time.monotonic() - started, 3)}  # fmt: skip
         line = json.dumps(entry, ensure_ascii=False) + "\n"
+        _log_call(self.endpoint, entry, replayed=False)
         with self.lock:
             self.record.write(line)
             self.record.flush()
@@ -449,6 +482,14 @@ class LiveTransport(Transport):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _log_call(endpoint: Endpoint, entry: Mapping[str, Any], *, replayed: bool) -> None:
+    """One call on the channel's log (``code_env.llm``): its record without request and body."""
+    error = entry.get("error") or {}
+    record = {k: entry.get(k) for k in ("key", "trace_id", "problem_id", "sample", "turn", "latency_s")}
+    log_call(endpoint.name, {"kind": "agent", "model": endpoint.model, "replayed": replayed,
+                             "status": error.get("kind") or "ok", **record})  # fmt: skip
 
 
 def _reply_of(entry: Mapping[str, Any]) -> Reply:
@@ -467,7 +508,7 @@ class ReplayTransport(Transport):
         self.path, self.header, self.calls = path, header, calls
         endpoint = header.get("endpoint") or {}
         self.endpoint = Endpoint(base_url=str(endpoint.get("base_url")), model=str(endpoint.get("model")),
-                                 key_source=str(endpoint.get("key_source")))  # fmt: skip
+                                 key_source=str(endpoint.get("key_source")), name=str(endpoint.get("name") or "agent"))  # fmt: skip
 
     def call(self, problem_id: str, sample: int, turn: int, request: dict[str, Any], trace_id: str | None = None) -> Reply:
         key = request_key(problem_id, sample, request)
@@ -477,6 +518,7 @@ class ReplayTransport(Transport):
                 f"{self.path}: no recorded reply for {problem_id} sample {sample} turn {turn} (request {key[:16]}): the "
                 "tasks, the prompts or the sampling settings differ from the recorded run, or the sandbox judged an "
                 "earlier turn differently so that its feedback changed")  # fmt: skip
+        _log_call(self.endpoint, entry, replayed=True)
         kind = (entry.get("error") or {}).get("kind")
         if kind == "auth_error":
             raise EndpointError(_auth_message(self.endpoint, (entry.get("error") or {}).get("status_code")) + " (recorded)")
@@ -962,14 +1004,16 @@ def _main(args: argparse.Namespace) -> int:
                           files={"algo": args.config} if args.config is not None else None)  # fmt: skip
         settings = cfg.algo  # type: ignore[assignment]
         endpoint = resolve_endpoint(settings)
-        settings = settings.model_copy(update={"base_url": endpoint.base_url, "model": endpoint.model})
+        used = {"base_url": endpoint.base_url, "model": endpoint.model}
+        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update=used)} if settings.llm else used)
         cfg = cfg.model_copy(update={"algo": settings})  # config.json and the record's header: the endpoint used
         tasks = load_tasks(settings)
         model = endpoint.model
     with Run.create(args.name or "llm-agent", cfg, out=args.out) as run:
         if args.replay is None:
             header = {"type": "header", "format": RECORD_FORMAT, "version": RECORD_VERSION, "config": cfg.as_dict(),
-                      "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "key_source": endpoint.key_source},
+                      "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "key_source": endpoint.key_source,
+                                   "name": endpoint.name},
                       "tasks": fingerprints(tasks)}  # fmt: skip
             record_file = open(run.path / RECORD_NAME, "w", encoding="utf-8")
             record_file.write(json.dumps(header, ensure_ascii=False) + "\n")

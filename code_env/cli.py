@@ -10,6 +10,7 @@
     code-env tasks list [PATTERN] [--set S] [--difficulty D] | show ID [--set S] | validate NAME
     code-env executor --redis URL [--pool NAME] [--backend B] [--workers N] [--batch N] [...]
     code-env samples --redis URL [--run NAME] [--json] [--no-scan]
+    code-env check-llm [--base-url URL] [--model ID] [--api-key '${VAR}'] [--config FILE] [...]
 
 Every ``Limits`` field is a flag of ``run`` (``--cpu-time-s``, ``--max-output-bytes``, ...), with
 ``--timeout`` as the short name of ``--timeout-s``. ``run`` feeds the program its standard input
@@ -17,7 +18,8 @@ when that is not a terminal (``echo 3 | code-env run prog.py``), or ``--stdin FI
 Exit status: 0 when the sandbox did its job (whatever the program did), 1 when the sandbox itself
 failed (``sandbox_error``), 2 for bad usage or input: one line on stderr, never a traceback.
 ``replay``: 0 when every re-judged reward matches the log (and, for a ``CodeAgent-v0`` episode,
-every call's observation and workspace), 1 when some differ. ``tasks validate``:
+every call's observation and workspace), 1 when some differ. ``check-llm``: 0 when the endpoint
+answered the number asked for, 1 when it answered wrong or not at all (the line says what is wrong). ``tasks validate``:
 1 when a task is rejected (a ``WARNING`` line, e.g. a task without hidden tests, does not reject). LOG is a trajectory log file or a directory of them.
 
 What a person reads (every output but ``--json``, and the error lines) shows control, bidi,
@@ -232,8 +234,9 @@ def cmd_sandbox_demo(ns: argparse.Namespace) -> int:
 def _load_set(name: str) -> list[Task]:
     import registry
 
+    # a task file unvalidated: `tasks list/show` look at it, `tasks validate` reports on each task
     try:
-        return registry.load(name)
+        return registry.load(name, validate=False)
     except OSError as exc:
         raise UsageError(f"cannot read task set {name!r}: {exc.strerror or exc}") from None
 
@@ -408,6 +411,34 @@ def _seconds(text: str) -> float:
     return value
 
 
+def cmd_check_llm(ns: argparse.Namespace) -> int:
+    """One short request to an LLM channel (``code_env.llm.check_llm``): one line, OK or what is wrong.
+    The channel: ``--config``'s ``[llm]`` table, the flags on top; without either, ``OPENAI_BASE_URL``
+    and ``OPENAI_MODEL``."""
+    from .llm import LLMConfig, LLMConfigError, check_llm, load_llm_config
+
+    flags = {"base_url": ns.base_url, "model": ns.model, "api_key": ns.api_key, "timeout_s": ns.timeout_s,
+             "max_retries": ns.max_retries}  # fmt: skip
+    try:
+        if ns.config is not None:
+            config = load_llm_config(ns.config, ns.table, **flags)
+        else:
+            flags["base_url"] = flags["base_url"] or os.environ.get("OPENAI_BASE_URL")
+            flags["model"] = flags["model"] or os.environ.get("OPENAI_MODEL")
+            missing = [f"--{f.replace('_', '-')} (or ${var})" for f, var in (("base_url", "OPENAI_BASE_URL"), ("model", "OPENAI_MODEL"))
+                       if not flags[f]]  # fmt: skip
+            if missing:
+                raise UsageError(f"no endpoint: give {' and '.join(missing)}, or --config FILE with an [llm] table")
+            config = LLMConfig.model_validate({"name": "check-llm", **{k: v for k, v in flags.items() if v is not None}})
+        result = check_llm(config)
+    except ValidationError as exc:
+        raise UsageError(first_error(exc)) from None
+    except LLMConfigError as exc:
+        raise UsageError(str(exc)) from None
+    print(visible(result.line if result.ok else f"FAIL: {result.line}", keep_newlines=False))
+    return 0 if result.ok else 1
+
+
 # --------------------------------------------------------------------------------- parser
 
 
@@ -529,6 +560,17 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                     help="log level on stderr (default: info)")
     ex.set_defaults(func=cmd_executor, prog=ex.prog)
+    cl = sub.add_parser("check-llm", help="send an LLM endpoint one short request; one line: OK, or what is wrong "
+                                          "(exit 1: the endpoint answered wrong or not at all)")  # fmt: skip
+    cl.add_argument("--base-url", default=None, metavar="URL", help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    cl.add_argument("--model", default=None, metavar="ID", help="the model id to ask")
+    cl.add_argument("--api-key", default=None, metavar="'${VAR}'",
+                    help="the key as the name of an environment variable, in single quotes (default: $OPENAI_API_KEY if set)")
+    cl.add_argument("--config", default=None, metavar="FILE", help="a TOML file with an [llm] table (the flags override it)")
+    cl.add_argument("--table", default="llm", help="the table of --config to read, dotted (default: llm; e.g. reward.judge.llm)")
+    cl.add_argument("--timeout-s", type=_seconds, default=None, help="the client's timeout (default: the config's, else 60)")
+    cl.add_argument("--max-retries", type=int, default=None, help="the client's retries (default: the config's, else 2)")
+    cl.set_defaults(func=cmd_check_llm, prog=cl.prog)
     return p
 
 

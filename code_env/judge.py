@@ -5,6 +5,12 @@ The judge talks to any OpenAI-compatible endpoint through the ``openai`` client.
 with ``w`` <= 0.3. The judge reads untrusted code (a comment can say "score 1"), so it never lifts a
 program above what the tests gave it; failures and syntax errors are not judged at all.
 
+The endpoint is an ``LLMConfig`` (``code_env.llm``: the one channel every model call goes
+through): ``llm`` holds it (a table, ``[reward.judge.llm]``, or the path of a TOML file with an
+``[llm]`` table, shared with the LLM agent), named ``judge`` unless it says otherwise; the judge's
+own ``base_url``, ``model``, ``api_key``, ``timeout_s`` and ``max_retries`` are aliases that build
+the same channel (both at once is refused). Every call is logged as ``llm[<name>] call {...}``.
+
 Secrets: the config names the key as a ``${ENV_VAR}`` placeholder; a literal key is refused. Every
 call goes through a JSONL cache keyed by the request: ``mode="record"`` calls the endpoint on a miss
 and appends the reply, ``mode="replay"`` answers from the cache only (offline, bit for bit), and
@@ -38,11 +44,14 @@ import logging
 import os
 import re
 import threading
+import time
 import tokenize
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .llm import LLMConfig, LLMConfigError, aliases_given, hide_literal_key, log_call
 
 log = logging.getLogger("code_env.judge")
 
@@ -64,13 +73,17 @@ class JudgeError(RuntimeError):
 
 
 class JudgeConfig(BaseModel):
-    """Where the judge is and how much it counts. Lives under ``[reward.judge]`` in a reward file."""
+    """Where the judge is and how much it counts. Lives under ``[reward.judge]`` in a reward file.
+    The endpoint is ``llm`` (an ``LLMConfig``, or the path of a TOML file with an ``[llm]`` table),
+    or, as aliases of it, ``base_url``, ``model``, ``api_key``, ``timeout_s`` and ``max_retries``;
+    ``channel`` is the one in use either way."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base_url: str = Field(description="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    model: str = Field(min_length=1)
-    api_key: str | None = Field(None, description="a ${ENV_VAR} placeholder; a literal key is refused")
+    llm: LLMConfig | None = Field(None, description="the judge's channel: an [llm] table or a TOML file's path (name: judge)")
+    base_url: str | None = Field(None, description="alias of llm.base_url: an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(None, min_length=1, description="alias of llm.model")
+    api_key: str | None = Field(None, description="alias of llm.api_key: a ${ENV_VAR} placeholder; a literal key is refused")
     weight: float = Field(0.1, gt=0, le=MAX_WEIGHT, description=f"at most {MAX_WEIGHT}")
     timeout_s: float = Field(30.0, gt=0, le=600)
     max_retries: int = Field(2, ge=0, le=10)
@@ -80,20 +93,50 @@ class JudgeConfig(BaseModel):
     mode: Literal["live", "record", "replay"] = "record"
     cache_path: str | None = Field(None, description="JSONL of every call; required for record and replay")
 
-    @field_validator("api_key")
+    @model_validator(mode="before")
     @classmethod
-    def _no_literal_key(cls, v: str | None) -> str | None:
-        if v is not None and not _PLACEHOLDER.fullmatch(v.strip()):
+    def _channel(cls, data: Any) -> Any:
+        data = hide_literal_key(data)
+        if isinstance(data, dict) and data.get("llm") is not None:
+            try:
+                return {**data, "llm": LLMConfig.coerce(data["llm"], name="judge")}
+            except LLMConfigError as exc:
+                raise ValueError(f"llm: {exc}") from None
+        return data
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _no_literal_key(cls, v: Any) -> Any:
+        if v is not None and not (isinstance(v, str) and _PLACEHOLDER.fullmatch(v.strip())):
             raise ValueError("a literal API key in a config file is refused: write a placeholder such as "
                              "'${OPENAI_API_KEY}' and set that environment variable")  # fmt: skip
         return v
 
     @field_validator("base_url")
     @classmethod
-    def _url(cls, v: str) -> str:
-        if not re.match(r"^(https?://|\$\{)", v):
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^(https?://|\$\{)", v):
             raise ValueError(f"expected an http(s) URL (or a ${{ENV_VAR}} placeholder), got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> JudgeConfig:
+        given = aliases_given(self)  # (left at their defaults they are not: a dumped config reloads)
+        if self.llm is not None and given:
+            raise ValueError(f"the judge's endpoint is given twice: llm and {', '.join(given)} (aliases of llm's fields); "
+                             "keep one")  # fmt: skip
+        if self.llm is None and (self.base_url is None or self.model is None):
+            raise ValueError("the judge needs an endpoint: llm (an [llm] table or a TOML file with one), or base_url and model")
+        return self
+
+    @property
+    def channel(self) -> LLMConfig:
+        """The endpoint the judge calls: ``llm``, or the channel its aliases make (named ``judge``)."""
+        if self.llm is not None:
+            return self.llm
+        assert self.base_url is not None and self.model is not None  # (_one_endpoint)
+        return LLMConfig(name="judge", base_url=self.base_url, model=self.model, api_key=self.api_key,
+                         timeout_s=self.timeout_s, max_retries=self.max_retries)  # fmt: skip
 
     @model_validator(mode="after")
     def _cache_needed(self) -> JudgeConfig:
@@ -309,10 +352,10 @@ class LLMJudge:
 
     def __init__(self, config: JudgeConfig) -> None:
         self.config = config
+        self.channel = config.channel
         self._lock = threading.Lock()
         self._cache: dict[str, str] = {}
         self._client: Any = None
-        self._key_source = ""
         if config.cache_path:
             self._load(Path(config.cache_path))
 
@@ -338,7 +381,7 @@ class LLMJudge:
     def _request(self, prompt: str, view: str) -> dict[str, Any]:
         user = f"Task:\n{prompt.strip()}\n\nSolution:\n```python\n{view.rstrip()}\n```"
         return {
-            "model": self.config.model,
+            "model": self.channel.model,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
             "temperature": 0,
             "max_tokens": self.config.max_tokens,
@@ -351,7 +394,7 @@ class LLMJudge:
         if len(view) > self.config.max_code_chars:
             why = (f"the code exceeds the judge's window ({len(view)} characters without comments and docstrings, window "
                    f"{self.config.max_code_chars}): unjudged, score 0")  # fmt: skip
-            log.warning("LLM judge (%s): %s", self.config.model, why)
+            log.warning("LLM judge (%s): %s", self.channel.model, why)
             return JudgeVerdict(score=0.0, unjudged=True, reason=f"judge: {why}")
         req = self._request(prompt, view)
         key = hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
@@ -361,14 +404,21 @@ class LLMJudge:
         if body is None:
             if self.config.mode == "replay":
                 raise JudgeError(f"replay mode: no recorded reply for request {key[:16]} in {self.config.cache_path}")
+            started = time.monotonic()
             answer = self._call(req)
+            log_call(self.channel.name, {"kind": "judge", "model": self.channel.model, "key": key, "replayed": False,
+                                         "status": "error" if isinstance(answer, _Failure) else "ok",
+                                         "error": answer.why if isinstance(answer, _Failure) else None,
+                                         "latency_s": round(time.monotonic() - started, 3)})  # fmt: skip
             if isinstance(answer, _Failure):
-                log.warning("LLM judge (%s): %s; the sample is a judge_error (not scored)", self.config.model, answer.why)
+                log.warning("LLM judge (%s): %s; the sample is a judge_error (not scored)", self.channel.model, answer.why)
                 return JudgeVerdict(score=None, error=answer.why, timed_out=answer.timed_out,
                                     reason=f"judge failure: {answer.why}", key=key)  # fmt: skip
             body = answer
             if self.config.mode == "record":
                 self._record(key, req, body)
+        else:
+            log_call(self.channel.name, {"kind": "judge", "model": self.channel.model, "key": key, "replayed": True, "status": "ok"})
         return self._verdict(body, key, replayed)
 
     def _verdict(self, body: str, key: str, replayed: bool) -> JudgeVerdict:
@@ -384,17 +434,17 @@ class LLMJudge:
         return JudgeVerdict(score=x, reason=f"judge: {x:g}", replayed=replayed, key=key)
 
     def _neutral(self, why: str, key: str, replayed: bool = False) -> JudgeVerdict:
-        log.warning("LLM judge (%s): %s; neutral score %s", self.config.model, why, NEUTRAL)
+        log.warning("LLM judge (%s): %s; neutral score %s", self.channel.model, why, NEUTRAL)
         return JudgeVerdict(score=NEUTRAL, neutral=True, reason=f"judge: {why}; neutral {NEUTRAL}", replayed=replayed, key=key)
 
-    def _key(self) -> tuple[str, str]:
-        """The API key and where it came from (never the key in a message): ``api_key``'s
-        variable, else ``$OPENAI_API_KEY`` (as the LLM agent does), else none."""
-        if self.config.api_key:
-            return expand(self.config.api_key), self.config.api_key
+    def _key_source(self) -> str:
+        """Where the API key came from, for messages (never the key): ``api_key``'s variable, else
+        ``$OPENAI_API_KEY`` (as the LLM agent does), else none (``LLMConfig.key``)."""
+        if self.channel.api_key:
+            return self.channel.api_key
         if os.environ.get("OPENAI_API_KEY"):
-            return os.environ["OPENAI_API_KEY"], "$OPENAI_API_KEY (JudgeConfig.api_key is unset)"
-        return "unused", "the key: none was sent (JudgeConfig.api_key is unset and OPENAI_API_KEY is not set)"
+            return "$OPENAI_API_KEY (the judge's api_key is unset)"
+        return "the key: none was sent (the judge's api_key is unset and OPENAI_API_KEY is not set)"
 
     def _call(self, req: dict[str, Any]) -> str | _Failure:
         """The raw response body (a JSON object with ``choices``), or the ``_Failure`` of the
@@ -402,30 +452,32 @@ class LLMJudge:
         is no chat completion). A refused key, an unknown model or another 4xx raise ``JudgeError``."""
         import openai
 
-        retries = f"after {self.config.max_retries} {'retry' if self.config.max_retries == 1 else 'retries'}"
+        ch = self.channel
+        retries = f"after {ch.max_retries} {'retry' if ch.max_retries == 1 else 'retries'}"
         with self._lock:
             if self._client is None:
-                key, self._key_source = self._key()
-                self._client = openai.OpenAI(base_url=expand(self.config.base_url), api_key=key,
-                                             timeout=self.config.timeout_s, max_retries=self.config.max_retries)  # fmt: skip
+                try:
+                    self._client = ch.client()
+                except LLMConfigError as exc:
+                    raise JudgeError(str(exc)) from None
         try:
             raw = self._client.chat.completions.with_raw_response.create(**req)
         except openai.APITimeoutError:
-            return _Failure(f"the endpoint did not answer within {self.config.timeout_s:g} s ({retries})", timed_out=True)
+            return _Failure(f"the endpoint did not answer within {ch.timeout_s:g} s ({retries})", timed_out=True)
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc.__context__
             detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-            return _Failure(f"could not connect to {self.config.base_url} ({retries}){detail}")
+            return _Failure(f"could not connect to {ch.base_url} ({retries}){detail}")
         except openai.AuthenticationError as exc:
-            raise JudgeError(f"the judge's endpoint refused the key (HTTP {exc.status_code}): check {self._key_source}") from None
+            raise JudgeError(f"the judge's endpoint refused the key (HTTP {exc.status_code}): check {self._key_source()}") from None
         except openai.NotFoundError as exc:
-            raise JudgeError(f"the judge's endpoint answered HTTP 404 for model {self.config.model!r} at "
-                             f"{self.config.base_url}: check JudgeConfig.model (and base_url): {exc.message}") from None  # fmt: skip
+            raise JudgeError(f"the judge's endpoint answered HTTP 404 for model {ch.model!r} at "
+                             f"{ch.base_url}: check JudgeConfig.model (and base_url): {exc.message}") from None  # fmt: skip
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code == 429:
                 what = "rate limited" if exc.status_code == 429 else "a server error"
                 return _Failure(f"the endpoint answered HTTP {exc.status_code}, {what} ({retries}): {exc.message}")
-            raise JudgeError(f"the judge's endpoint answered HTTP {exc.status_code} for model {self.config.model!r}: "
+            raise JudgeError(f"the judge's endpoint answered HTTP {exc.status_code} for model {ch.model!r}: "
                              f"{exc.message}") from None  # fmt: skip
         body = str(raw.http_response.text)
         try:

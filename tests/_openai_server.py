@@ -4,7 +4,9 @@
 ``POST /v1/chat/completions`` with whatever ``script(body, attempt)`` returns for each request:
 ``body`` is the request's JSON, ``attempt`` how many times this exact body came before (0 the
 first time, 1 for the client's first retry...). ``GET /v1/models`` lists the models the requests
-named. A request without ``Authorization: Bearer <key>`` gets a 401 in OpenAI's error format.
+named (or, with ``models=[...]``, those models, and a request for another gets a 404 in OpenAI's
+error format, as a server that does not serve it answers). A request without
+``Authorization: Bearer <key>`` gets a 401 in OpenAI's error format.
 
 A ``Reply`` is an ordinary completion (``content``, ``finish_reason``, ``usage``), with the
 function calls of OpenAI's protocol if it has ``tool_calls`` (``tool_call(...)`` makes one; a
@@ -62,7 +64,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
         if not self._authorized():
             return None
-        models = sorted({str(b.get("model")) for b in self.server.owner.requests})
+        owner = self.server.owner
+        models = sorted(owner.models if owner.models is not None else {str(b.get("model")) for b in owner.requests})
         return self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in models]})
 
     def do_POST(self) -> None:
@@ -73,6 +76,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return None
         body = json.loads(raw)
+        if owner.models is not None and body.get("model") not in owner.models:
+            return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                              "type": "invalid_request_error", "code": "model_not_found"}})  # fmt: skip
         digest = hashlib.sha256(raw).hexdigest()
         with owner.lock:
             owner.requests.append(body)
@@ -122,9 +128,10 @@ class _Handler(BaseHTTPRequestHandler):
 class OpenAIServer:
     """The server; a context manager (started on enter, stopped on exit)."""
 
-    def __init__(self, script: Script, *, key: str = KEY) -> None:
+    def __init__(self, script: Script, *, key: str = KEY, models: Sequence[str] | None = None) -> None:
         self.script = script
         self.key = key
+        self.models = list(models) if models is not None else None
         self.requests: list[dict[str, Any]] = []
         self.seen: Counter[str] = Counter()
         self.lock = threading.Lock()
