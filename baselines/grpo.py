@@ -83,6 +83,7 @@ from baselines.common import (
     seed_everything,
     text_plot,
 )
+from baselines.guards import AlertLog, SignalGuard, warn_kl_off, zero_std_fraction
 from code_env.tokens import END, VOCAB, expression, program
 from code_env.tracing import trace_id
 from registry import Task
@@ -134,6 +135,14 @@ class GRPOSettings(BaseModel):
     max_new_tokens: int = Field(96, ge=1, le=8192, description="LM policy: reply length budget")
     generation_timeout_s: float | None = Field(None, gt=0, le=3600, description="LM policy: a batch's generation deadline "
                                                "(transformers' max_time); a reply it cut ends its generation timed-out")  # fmt: skip
+    alert_window: int = Field(50, ge=2, le=100_000, description="guards: the window of steps the entropy and reward-spread "
+                              "alerts look at (baselines.guards)")
+    alert_entropy_drop: float = Field(0.5, gt=0, le=1, description="guards: alert when the mean entropy of the window's "
+                                      "later half is more than this fraction below its earlier half's (1: never)")
+    alert_kl_max: float = Field(2.0, gt=0, description="guards: alert when the update's KL to the reference exceeds this "
+                                "(nats per token; inf: never)")
+    alert_zero_std_fraction: float = Field(0.9, gt=0, le=1, description="guards: alert when, averaged over the window, "
+                                           "more than this share of the groups have rewards all equal (advantages 0; 1: never)")  # fmt: skip
 
     @model_validator(mode="after")
     def _floor(self) -> GRPOSettings:
@@ -845,6 +854,11 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
     end = start
     ahead = algo.max_staleness if algo.overlap else 0
 
+    warn_kl_off("grpo.kl_coef", algo.kl_coef, "GRPO")
+    guard = SignalGuard(window=algo.alert_window, entropy_drop=algo.alert_entropy_drop, kl_max=algo.alert_kl_max,
+                        zero_std_fraction=algo.alert_zero_std_fraction)  # fmt: skip
+    alerts = AlertLog(run)
+
     def make(step: int, behaviour: Policy) -> Batch:
         return _staled(rollout(behaviour, judge, pool, algo, step, algo.threads), step - max(step - ahead, 0))
 
@@ -894,6 +908,9 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                 run.log(step + 1, row, timing={"executions_per_s": round(batch.unique / max(batch.judge_s, 1e-9), 1),
                                                "learner_wait_fraction": round(wait / max(step_s, 1e-9), 4),
                                                "step_s": round(step_s, 4)})  # fmt: skip
+                seen, fired = guard.observe(step + 1, entropy=stats.get("entropy"), kl=stats.get("kl") if algo.kl_coef > 0 else None,
+                                            zero_std=zero_std_fraction(batch.rewards, algo.group_size))  # fmt: skip
+                alerts.record(step + 1, seen, fired, guard.active)
                 if algo.checkpoint_interval and (step + 1) % algo.checkpoint_interval == 0:
                     torch.save(policy.module.state_dict(), run.checkpoints / f"grpo_{step + 1}.pt")
                 bar.update()
@@ -902,6 +919,7 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
     finally:
         source.close()
         judge.close()
+        alerts.close()
     if steps < algo.steps:  # a prefix: its end is evaluated, not logged (the full run has no row there)
         end = held_out_eval("trained", steps)
     torch.save(policy.module.state_dict(), run.checkpoints / "grpo_final.pt")

@@ -398,6 +398,73 @@ class _Rows(BaseCallback):
 
 
 
+class KLToInitial(BaseCallback):
+    """KL from the policy to a frozen copy of its initial self, after every update, beside SB3's
+    step-to-step ``approx_kl``: how far the whole run has moved, which ``approx_kl`` (one update's
+    move, and all PPO's clip bounds) never shows. ``KL(current || initial)`` of the action
+    distributions, exact for the categorical policy, averaged over the observations of the rollout
+    the update learnt from (kept when the rollout ends: SB3's buffer makes new arrays on reset).
+    Written to SB3's logger (``train/kl_initial`` in ``sb3/progress.csv``), to TensorBoard
+    (``kl_initial``, at the curve row's step) and to the run's ``guards.csv`` (``step``,
+    ``kl_initial``, ``approx_kl``: deterministic, like ``curve.csv``). Not a column of
+    ``curve.csv``: that file is compared column by column with the reference curve. Evaluating
+    draws no random numbers, so the curve is the same with it as without."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self.run = run
+        self.initial: Any = None
+        self.observations: np.ndarray | None = None
+        self.values: list[tuple[int, float]] = []
+        self._csv: Any = None
+
+    def _on_training_start(self) -> None:
+        import copy
+
+        from baselines.common import _Csv
+
+        self.initial = copy.deepcopy(self.model.policy)
+        self.initial.set_training_mode(False)
+        self._csv = _Csv(self.run.path / "guards.csv")
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        assert isinstance(self.model, PPO)
+        self.observations = np.asarray(self.model.rollout_buffer.observations)
+
+    def _on_rollout_start(self) -> None:
+        self._measure()
+
+    def _on_training_end(self) -> None:
+        self._measure()
+        if self._csv is not None:
+            self._csv.close()
+
+    def kl(self, observations: np.ndarray) -> float:
+        """Mean ``KL(current || initial)`` over ``observations`` (any leading shape)."""
+        from stable_baselines3.common.utils import obs_as_tensor
+
+        policy: Any = self.model.policy
+        shape = policy.observation_space.shape or ()
+        obs = obs_as_tensor(observations.reshape(-1, *shape), policy.device)
+        with torch.no_grad():
+            now, then = policy.get_distribution(obs).distribution, self.initial.get_distribution(obs).distribution
+            return max(0.0, float(torch.distributions.kl_divergence(now, then).mean()))  # (rounding: -1e-10)
+
+    def _measure(self) -> None:
+        if self.observations is None:  # no update since the last measure
+            return
+        value, self.observations = self.kl(self.observations), None
+        step = int(self.model.num_timesteps)
+        approx = self.model.logger.name_to_value.get("train/approx_kl")
+        self.model.logger.record("train/kl_initial", value)
+        self.run.tensorboard.add_scalar("kl_initial", value, step)
+        self._csv.write({"step": step, "kl_initial": value, "approx_kl": None if approx is None else float(approx)})
+        self.values.append((step, value))
+
+
 def entropy_coefficient(algo: PPOSettings, step: int, total: int) -> float:
     """``ent_coef`` at environment step ``step`` of ``total``: linear from ``ent_coef`` to
     ``ent_coef_final`` over the first ``ent_decay_fraction`` of training, then constant."""
@@ -473,7 +540,7 @@ def _learn(cfg: RunConfig, run: Run, venv: VecEnv, heldout: CodeExecTokensEnv, p
     sb3_logger = configure(str(run.path / "sb3"), ["csv"])
     model.set_logger(sb3_logger)
     try:
-        model.learn(total_timesteps=total, callback=rows, log_interval=algo.log_interval)
+        model.learn(total_timesteps=total, callback=[rows, KLToInitial(run)], log_interval=algo.log_interval)
     finally:
         sb3_logger.close()
     return model, start, rows.episodes

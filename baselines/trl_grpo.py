@@ -64,6 +64,7 @@ from baselines.common import (
     load_config,
     seed_everything,
 )
+from baselines.guards import warn_kl_off
 
 try:
     from transformers import TrainerCallback
@@ -110,7 +111,11 @@ class TRLGRPOSettings(BaseModel):
     max_steps: int = Field(100, ge=1, description="optimisation steps")
     temperature: float = Field(1.0, gt=0, description="sampling temperature")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
-    beta: float = Field(0.0, ge=0, description="KL coefficient to the reference model (0: no reference model)")
+    # 0.04: the beta of the GRPO paper (DeepSeekMath) and TRL's own default until TRL turned KL off
+    # by default; a KL anchor to the reference model keeps a small run from drifting into degenerate
+    # text while its groups still tell completions apart (0 warns: baselines.guards.warn_kl_off)
+    beta: float = Field(0.04, ge=0, description="KL coefficient to the reference model (0: no reference model, no KL "
+                        "penalty: a warning at the start of the run)")  # fmt: skip
     epsilon: float = Field(0.2, gt=0, description="clipping range of the policy ratio")
     num_iterations: int = Field(1, ge=1, description="optimisation passes per generated batch")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "vespo", "luspo"] = Field("dapo", description="TRL's loss normalisation")
@@ -231,6 +236,7 @@ def train(cfg: RunConfig, settings: TRLGRPOSettings, model: str, run: Run) -> di
 
     import code_env
 
+    warn_kl_off("trl_grpo.beta", settings.beta, "TRL's GRPOTrainer")
     tasks = cfg.env.train_tasks()
     curve = _CurveLogger(run)
     fmt = code_env.trl.prompt_format(model) if settings.prompt_format == "auto" else settings.prompt_format
