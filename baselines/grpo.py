@@ -42,8 +42,21 @@ judged samples (pass: every public and hidden test), ``public_pass_rate``, ``dro
 duplicates in the batch or pairs judged before), ``entropy`` and ``kl`` (to the reference) of the
 update, ``loss``, ``learning_rate``, ``temperature``, ``staleness``, and every ``eval_interval``
 steps ``eval_pass_rate``/``eval_reward`` of the greedy policy on the held-out tasks.
+With ``curriculum = true`` three more columns (only then, so that a run without it keeps today's
+columns): ``band`` (the mean difficulty of the step's tasks), ``curriculum_tasks`` (the size of the
+training set it drew from) and ``curriculum_rate`` (the rolling public pass rate that set had).
 ``timing.csv``: ``executions_per_s`` (sandbox runs per second of rollout), ``learner_wait_fraction``
 (the share of the step the learner spent waiting for the rollout), ``step_s``.
+
+**The curriculum** (``curriculum = true``; ``registry.sampling.AddingCurriculum``): instead of the
+whole training pool, each step draws from a set that starts with ``curriculum_initial`` tasks of
+band ``curriculum_start_band`` and grows by ``curriculum_add`` tasks of a band chosen to bring the
+rolling public pass rate (over ``curriculum_window`` samples) back inside
+[``curriculum_low``, ``curriculum_high``]. Step s draws from the set as it stood after the outcomes
+of steps <= s - 1 - k (k: ``max_staleness`` with overlap, else 0): with overlap, step s is drawn
+before step s - 1 is judged, so the rule reads only outcomes every topology already has when it
+draws s; the draw depends on the seed, the step and those outcomes alone, never on timing. Every
+change of the set is a line of ``curriculum.jsonl`` (what was added, from which band, why).
 
 **The language-model policy** (``--model PATH``, extra ``llm``): a local Hugging Face causal LM and
 its tokenizer take the place of the GRU, on any task set (``--set env.task_set=builtin``); the
@@ -57,6 +70,7 @@ import argparse
 import copy
 import math
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -87,6 +101,7 @@ from baselines.guards import AlertLog, SignalGuard, warn_kl_off, zero_std_fracti
 from code_env.tokens import END, VOCAB, expression, program
 from code_env.tracing import trace_id
 from registry import Task
+from registry.sampling import AddingCurriculum
 
 NAME = "grpo"
 REFERENCE = Path(__file__).resolve().parent / "reference" / "grpo.csv"
@@ -144,10 +159,23 @@ class GRPOSettings(BaseModel):
     alert_zero_std_fraction: float = Field(0.9, gt=0, le=1, description="guards: alert when, averaged over the window, "
                                            "more than this share of the groups have rewards all equal (advantages 0; 1: never)")  # fmt: skip
 
+    curriculum: bool = Field(False, description="draw each step's tasks from a set grown from the pool to keep the rolling "
+                             "public pass rate in [curriculum_low, curriculum_high] (registry.sampling.AddingCurriculum)")
+    curriculum_low: float = Field(0.2, ge=0, le=1, description="curriculum: below this rolling public pass rate, easier tasks are added")
+    curriculum_high: float = Field(0.4, ge=0, le=1, description="curriculum: above this rolling public pass rate, harder tasks are added")
+    curriculum_window: int = Field(256, ge=1, le=1_000_000, description="curriculum: samples the rolling pass rates are taken "
+                                   "over (overall and per band); a decision waits for this many new samples after the last")
+    curriculum_start_band: int = Field(1, ge=1, le=5, description="curriculum: the difficulty band the set starts from "
+                                       "(absent from the pool: the nearest band above it)")
+    curriculum_initial: int = Field(16, ge=1, le=100_000, description="curriculum: tasks the set starts with")
+    curriculum_add: int = Field(8, ge=1, le=100_000, description="curriculum: tasks added at a time")
+
     @model_validator(mode="after")
     def _floor(self) -> GRPOSettings:
         if self.temperature < self.temperature_floor:
             raise ValueError(f"temperature {self.temperature} is below temperature_floor {self.temperature_floor}")
+        if self.curriculum_low >= self.curriculum_high:
+            raise ValueError(f"curriculum_low {self.curriculum_low} is not below curriculum_high {self.curriculum_high}")
         return self
 
 
@@ -677,6 +705,63 @@ def sample_step(policy: Policy, pool: Sequence[Task], algo: GRPOSettings, step: 
     return Drawn(samples, generating, time.time())
 
 
+class CurriculumDraws:
+    """GRPO's view of an ``AddingCurriculum`` over the training pool (``grpo.curriculum``): the
+    outcomes of each step go in with ``record`` (in any order; they are observed in step order),
+    and ``tasks_for(step)`` is the set step ``step`` draws from: the set after the outcomes of steps
+    ``<= step - 1 - lag`` (``lag``: how many steps the rollouts run ahead, ``max_staleness`` with
+    overlap, else 0). Those outcomes are known when any topology draws the step, so the draw never
+    depends on timing. Thread-safe (the rollout thread draws while the learner records)."""
+
+    def __init__(self, pool: Sequence[Task], algo: GRPOSettings, lag: int) -> None:
+        self.curriculum = AddingCurriculum(pool, low=algo.curriculum_low, high=algo.curriculum_high,
+                                           window=algo.curriculum_window, start_band=algo.curriculum_start_band,
+                                           initial=algo.curriculum_initial, add=algo.curriculum_add, seed=algo.seed)  # fmt: skip
+        self.lag = lag
+        self._pending: dict[int, list[tuple[str, bool]]] = {}
+        self._sizes = [len(self.curriculum.active)]  # [j]: the set's size after the outcomes of steps < j
+        self._rates: list[float | None] = [None]
+        self._lock = threading.Lock()
+
+    @property
+    def observed(self) -> int:
+        """Steps whose outcomes are in (0..observed - 1)."""
+        return len(self._sizes) - 1
+
+    def record(self, step: int, outcomes: Sequence[tuple[str, bool]]) -> None:
+        with self._lock:
+            if step < self.observed or step in self._pending:
+                raise ValueError(f"curriculum: the outcomes of step {step} were recorded already")
+            self._pending[step] = list(outcomes)
+            while self.observed in self._pending:
+                self.curriculum.observe(self._pending.pop(self.observed))
+                self._sizes.append(len(self.curriculum.active))
+                self._rates.append(self.curriculum.rate())
+
+    def _known(self, step: int) -> int:
+        need = max(step - self.lag, 0)  # the outcomes of steps 0..need-1
+        if need > self.observed:
+            raise RuntimeError(f"curriculum: step {step} draws after the outcomes of steps < {need}, "
+                               f"but only those of steps < {self.observed} are recorded")  # fmt: skip
+        return need
+
+    def tasks_for(self, step: int) -> list[Task]:
+        with self._lock:
+            return self.curriculum.active[: self._sizes[self._known(step)]]
+
+    def state_for(self, step: int) -> tuple[int, float | None]:
+        """The size of the set step ``step`` draws from, and the rolling public pass rate it had."""
+        with self._lock:
+            need = self._known(step)
+            return self._sizes[need], self._rates[need]
+
+
+def outcomes_of(batch: Batch) -> list[tuple[str, bool]]:
+    """A batch's (problem id, public tests passed) of its judged samples (the dropped ones say nothing)."""
+    return [(t.problem_id, pub) for t, r, pub in zip(batch.samples.tasks, batch.rewards, batch.public, strict=True)
+            if r is not None]  # fmt: skip
+
+
 def judge_step(judge: Judge, drawn: Drawn) -> Batch:
     """The judging half of ``rollout``: one batched verdict for the step's programs."""
     samples = drawn.samples
@@ -859,8 +944,13 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                         zero_std_fraction=algo.alert_zero_std_fraction)  # fmt: skip
     alerts = AlertLog(run)
 
+    draws = CurriculumDraws(pool, algo, ahead) if algo.curriculum else None
+    events = run.path / "curriculum.jsonl"
+    written = 0
+
     def make(step: int, behaviour: Policy) -> Batch:
-        return _staled(rollout(behaviour, judge, pool, algo, step, algo.threads), step - max(step - ahead, 0))
+        tasks = pool if draws is None else draws.tasks_for(step)
+        return _staled(rollout(behaviour, judge, tasks, algo, step, algo.threads), step - max(step - ahead, 0))
 
     if algo.topology == "redis":
         from baselines.topology import RedisSource
@@ -905,6 +995,15 @@ def train(cfg: RunConfig, run: Run, *, progress: bool = True, max_steps: int | N
                     "eval_pass_rate": ev.pass_rate if ev else None,
                     "eval_reward": ev.reward_mean if ev else None,
                 }
+                if draws is not None:
+                    size, rate = draws.state_for(step)
+                    drawn = batch.samples.tasks
+                    row.update(band=sum(t.difficulty for t in drawn) / len(drawn), curriculum_tasks=size, curriculum_rate=rate)
+                    draws.record(step, outcomes_of(batch))
+                    new = draws.curriculum.events[written:]
+                    with open(events, "a", encoding="utf-8") as fh:
+                        fh.writelines(e.model_dump_json() + "\n" for e in new)
+                    written += len(new)
                 run.log(step + 1, row, timing={"executions_per_s": round(batch.unique / max(batch.judge_s, 1e-9), 1),
                                                "learner_wait_fraction": round(wait / max(step_s, 1e-9), 4),
                                                "step_s": round(step_s, 4)})  # fmt: skip

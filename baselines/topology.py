@@ -23,6 +23,10 @@ step s only once every earlier step is judged, with those steps' pairs merged in
 (``judged:{s}``), exactly the pairs the single rollout thread would have cached by then. Its
 sampling, the costly half, does not wait. With the default config and a fixed seed ``curve.csv``
 is the in-process run's to the last digit (the timing columns aside, in ``timing.csv``).
+With ``grpo.curriculum`` the learner also publishes each step's outcomes (``outcomes:{s}``, kept
+for the run) and an actor feeds them, in step order, to its own copy of the curriculum before it
+draws: step s from the set after the outcomes of steps <= s - 1 - k, as in the thread topology
+(the learner has published those before the weights that let an actor take step s).
 
 The trajectory records of a step are written by the actor that made it, once (``logged:{s}``),
 with the advantages the learner's update uses (they depend on the rewards alone). A private
@@ -53,6 +57,7 @@ from baselines.common import Run, RunConfig, seed_everything
 from baselines.grpo import (
     NAME,
     Batch,
+    CurriculumDraws,
     GRPOSettings,
     Judge,
     Policy,
@@ -61,6 +66,7 @@ from baselines.grpo import (
     advantages,
     judge_step,
     make_policy,
+    outcomes_of,
     sample_step,
 )
 from code_env.reward import RewardConfig
@@ -177,6 +183,7 @@ class RedisSource:
         # the steps to come sample from, and every judged step's pairs (the actors' caches)
         self.weights: dict[int, bytes] = {}
         self.judged: dict[int, bytes] = {}
+        self.outcomes: dict[int, bytes] = {}  # grpo.curriculum: each step's outcomes, for the actors' draws
         self.version = 0
         self.republished = 0
         self.published(0, policy)
@@ -245,6 +252,9 @@ class RedisSource:
                 if judged is not None:
                     self.judged[step] = judged
                 batch = batch_from(data, self.by_id)
+                if self.algo.curriculum:
+                    self.outcomes[step] = json.dumps(outcomes_of(batch)).encode()
+                    self.r.set(self.keys.of("outcomes", step), self.outcomes[step])
                 n0 = step * len(batch.rewards)
                 self.mover.put([(sample_key(t.problem_id, n0 + i), "judged", "learner")
                                 for i, t in enumerate(batch.samples.tasks)])  # fmt: skip
@@ -263,6 +273,8 @@ class RedisSource:
             pipe.set(self.keys.of("weights", v), data)
         for s, data in self.judged.items():
             pipe.set(self.keys.of("judged", s), data)
+        for s, data in self.outcomes.items():
+            pipe.set(self.keys.of("outcomes", s), data)
         pipe.set(self.keys.version, self.version)
         pipe.set(self.keys.consumed, self.version)
         wake(pipe, self.keys, self.algo.actors)
@@ -356,6 +368,7 @@ class Actor:
         self.judge = Judge(self.executor, self.cfg.reward, self.algo.cache, Path(conf["run_dir"]) / "trajectories" / "train",
                            env.log_every, log_max_bytes=env.log_max_bytes, log_text_bytes=env.log_text_bytes)  # fmt: skip
         self.merged = 0  # the steps whose judged pairs are in this actor's cache
+        self.draws = CurriculumDraws(self.pool, self.algo, self.k) if self.algo.curriculum else None
         self.mover = StateMover(SampleStates(conf["url"], run=run_id))
 
     def stopped(self) -> bool:
@@ -399,7 +412,7 @@ class Actor:
         try:
             self.load(max(step - self.k, 0))
             n0 = step * self.batch_size
-            drawn = sample_step(self.policy, self.pool, self.algo, step, self.algo.threads,
+            drawn = sample_step(self.policy, self.tasks_for(step), self.algo, step, self.algo.threads,
                                 drawing=lambda tasks: self.mover.start([trace_id(t.problem_id, n0 + i) for i, t in enumerate(tasks)]))  # fmt: skip
             self.catch_up(step)  # every earlier step judged, its pairs in the cache
             self.queue(drawn.samples.tasks, drawn.samples.programs, n0)
@@ -420,6 +433,20 @@ class Actor:
             done.set()
             renewer.join()
             self.r.delete(claim)
+
+    def tasks_for(self, step: int) -> Sequence[Task]:
+        """The tasks step ``step`` draws from: the pool, or (``grpo.curriculum``) the curriculum's
+        set after the learner's published outcomes of steps <= step - 1 - k, fed in step order."""
+        if self.draws is None:
+            return self.pool
+        while self.draws.observed < step - self.k:
+            j = self.draws.observed
+            data = self.r.get(self.keys.of("outcomes", j))
+            if data is None:
+                self.sleep()
+                continue
+            self.draws.record(j, [(pid, bool(ok)) for pid, ok in json.loads(data)])
+        return self.draws.tasks_for(step)
 
     def sleep(self) -> None:
         """Wait for a wake-up (new weights, a step judged), at most ``WAIT_S``."""
