@@ -8,6 +8,7 @@
     code-env audit LOG [--top N] [--seed S]
     code-env stats LOG [--png FILE]
     code-env tasks list [PATTERN] [--set S] [--difficulty D] | show ID [--set S] | validate NAME
+    code-env tasks pass-rate SET --agent AGENT [--k K] [--samples N] [--out DIR] [--record FILE | --replay FILE]
     code-env executor --redis URL [--pool NAME] [--backend B] [--workers N] [--batch N] [...]
     code-env samples --redis URL [--run NAME] [--json] [--no-scan]
     code-env check-llm [--base-url URL] [--model ID] [--api-key '${VAR}'] [--config FILE] [...]
@@ -285,6 +286,50 @@ def cmd_tasks(ns: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_tasks_pass_rate(ns: argparse.Namespace) -> int:
+    """``tasks pass-rate``: measure, write the csv, table and plot, print the table."""
+    import registry
+
+    from .passrate import RECORD_NAME, AgentSpecError, make_agent, measure, write
+
+    if ns.samples < ns.k:
+        raise UsageError(f"--samples {ns.samples} is below --k {ns.k}: pass@k needs at least k samples per task")
+    generated = ns.set.startswith(("synthetic:", "mix:"))
+    try:
+        tasks = registry.load(ns.set, **({"n": ns.n, "seed": ns.task_seed} if generated and ns.n else {}))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"task set {ns.set!r}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read task set {ns.set!r}: {exc.strerror or exc}") from None
+    tasks = tasks if generated or ns.n is None else tasks[: ns.n]
+    openai = ns.agent.split(":", 1)[0] == "openai"
+    record = None
+    try:
+        if openai and ns.replay is None:
+            os.makedirs(ns.out, exist_ok=True)
+            record = open(ns.record or os.path.join(ns.out, RECORD_NAME), "w", encoding="utf-8")
+        elif ns.record is not None:
+            raise UsageError("--record is the openai agent's (its calls); other agents are reproduced by --seed")
+        agent = make_agent(ns.agent, seed=ns.seed, temperature=ns.temperature, max_tokens=ns.max_tokens,
+                           llm_config=ns.llm_config, record=record, replay=ns.replay)  # fmt: skip
+        try:
+            with Sandbox(backend=ns.backend) as sb:
+                result = measure(agent, tasks, k=ns.k, samples=ns.samples, sandbox=sb, task_set=ns.set)
+        finally:
+            agent.close()
+        paths = write(result, ns.out)
+    except AgentSpecError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--out {ns.out!r}: {_why(exc)}") from None
+    finally:
+        if record is not None:
+            record.close()
+    print(visible(paths["md"].read_text(encoding="utf-8")), end="")
+    print(f"wrote {paths['csv']}, {paths['md']}, {paths['png']}")
+    return 0
+
+
 def cmd_replay(ns: argparse.Namespace) -> int:
     from .logtools import replay
 
@@ -485,6 +530,27 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     for leaf in (ls, show, val):
         leaf.set_defaults(func=cmd_tasks, prog=leaf.prog)
+    pr = tsub.add_parser("pass-rate", help="each task's public and hidden pass@k for an agent, by difficulty (csv, table, plot)",
+                         description="Measure each task's public and hidden (every test) pass@k for an agent "
+                                     "(code_env.passrate): writes DIR/pass_rate.csv, DIR/pass_rate.md and DIR/pass_rate.png; "
+                                     "registry.filter_by_pass_rate keeps the tasks in a band.")  # fmt: skip
+    pr.add_argument("set", metavar="SET", help="task set: a name, a mix:... or a .jsonl path")
+    pr.add_argument("--agent", required=True, metavar="AGENT",
+                    help="policy:PATH (a GRPO run dir), openai:MODEL@BASE_URL (or openai with --llm-config) or hf:PATH")
+    pr.add_argument("--k", type=_positive_int, default=1, help="the k of pass@k (default: 1)")
+    pr.add_argument("--samples", type=_positive_int, default=10, metavar="N", help="samples per task, >= k (default: 10)")
+    pr.add_argument("--out", default="pass-rate", metavar="DIR", help="where the csv, table and plot go (default: pass-rate)")
+    rr = pr.add_mutually_exclusive_group()
+    rr.add_argument("--record", metavar="FILE", help="openai: record every call here (default: DIR/llm_record.jsonl)")
+    rr.add_argument("--replay", metavar="FILE", help="openai: answer every request from this record (no network)")
+    pr.add_argument("--llm-config", metavar="FILE", help="openai: a TOML file with an [llm] table (code_env.llm)")
+    pr.add_argument("--n", type=_positive_int, default=None, help="tasks: a generated set's or mix's size, else the first N")
+    pr.add_argument("--task-seed", type=int, default=0, help="seed of a generated set or mix (default: 0)")
+    pr.add_argument("--seed", type=int, default=0, help="sample j is drawn with seed + j (default: 0)")
+    pr.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy (default: 1)")
+    pr.add_argument("--max-tokens", type=_positive_int, default=512, help="openai, hf: tokens per reply (default: 512)")
+    pr.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
+    pr.set_defaults(func=cmd_tasks_pass_rate, prog=pr.prog)
     i = sub.add_parser("info", help="show the isolation a backend achieves on this machine, and the languages' toolchains")
     i.add_argument("--backend", type=_backend, default="auto", help=f"sandbox backend: {backends} (default: auto)")
     i.set_defaults(func=cmd_info, prog=i.prog)

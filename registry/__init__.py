@@ -8,6 +8,7 @@ verifier that runs a program against a task's tests in the sandbox.
 >>> mixed = registry.mix({"builtin": 1, "synthetic:list": 2}, n=30, seed=0)   # or registry.load("mix:builtin=1,synthetic:list=2", n=30)
 """
 
+from ._passrate import filter_by_pass_rate  # (a private module: the function is the API)
 from .errors import (
     RegistryError,
     TaskFileError,
@@ -33,6 +34,7 @@ __all__ = [
     "UnknownTaskError",
     "UnknownTaskSetError",
     "ValidationUnavailableError",
+    "filter_by_pass_rate",
     "get",
     "list",
     "load",
