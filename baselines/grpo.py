@@ -901,6 +901,15 @@ def _check(cfg: RunConfig) -> GRPOSettings:
         raise ConfigError(f"env.max_turns: this GRPO is single-turn (1), got {env.max_turns}")
     if algo.model is not None and not Path(algo.model, "config.json").is_file():
         raise ConfigError(f"--model {algo.model}: not a Hugging Face model folder (no config.json)")
+    if algo.topology == "redis" and algo.model is not None:
+        raise ConfigError("grpo.topology = 'redis' runs the GRU policy (its samples travel between processes as tensors); "
+                          "the LM policy (--model) runs in the thread topology")  # fmt: skip
+    if algo.topology == "redis" and algo.redis_url is None:
+        import shutil
+
+        if shutil.which("redis-server") is None:
+            raise ConfigError("grpo.topology = 'redis' needs a redis-server: install Debian's (scripts/bootstrap.sh does, "
+                              "as root) or give grpo.redis_url")  # fmt: skip
     return algo
 
 

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from baselines.common import Run, RunConfig, seed_everything
+from baselines.common import ConfigError, Run, RunConfig, seed_everything
 from baselines.grpo import (
     NAME,
     Batch,
@@ -159,7 +159,7 @@ class RedisSource:
     def __init__(self, cfg: RunConfig, run: Run, policy: Policy, pool: Sequence[Task], *, steps: int, staleness: int) -> None:
         algo: Any = cfg.algo  # (GRPOSettings; of baselines.grpo run as __main__ too: not this module's class)
         if algo.model is not None:
-            raise ValueError("grpo.topology = 'redis' runs the GRU policy (its samples travel between processes as "
+            raise ConfigError("grpo.topology = 'redis' runs the GRU policy (its samples travel between processes as "
                              "tensors); the LM policy (--model) runs in the thread topology")  # fmt: skip
         self.algo, self.steps, self.k = algo, steps, staleness
         self.by_id = {t.problem_id: t for t in pool}
@@ -207,7 +207,7 @@ class RedisSource:
 
         exe = shutil.which("redis-server")
         if exe is None:
-            raise ValueError("grpo.topology = 'redis' needs a redis-server: install Debian's (scripts/bootstrap.sh does, "
+            raise ConfigError("grpo.topology = 'redis' needs a redis-server: install Debian's (scripts/bootstrap.sh does, "
                              "as root) or give grpo.redis_url")  # fmt: skip
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -160,3 +160,11 @@ def test_a_redis_restart_mid_run_changes_nothing(thread_runs: dict[int, Path], t
         assert sorted(set(records)) == _records(thread_runs[1])
         assert "redis lost the run's keys: republished" in text
     assert _left(out) == []
+
+
+def test_the_lm_policy_in_the_redis_topology_is_a_clear_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert main(["--quiet", "--out", str(tmp_path / "run"), "--topology", "redis", "--model", str(model)]) == 2
+    assert "grpo.topology = 'redis' runs the GRU policy" in capsys.readouterr().err
