@@ -9,10 +9,10 @@ $V/ruff check sandbox code_env registry baselines tests benchmarks scripts
 $V/python -m registry.build_builtin --check
 $V/mypy
 set +e
-# On pytest-xdist workers (CODE_ENV_TEST_WORKERS, default 3; 0: in this process): most tests wait
+# On pytest-xdist workers (CODE_ENV_TEST_WORKERS, default 2; 0: in this process): most tests wait
 # on sandboxed programs and their timeouts, not on the CPU. The tests that must not run beside each
 # other go to one worker together (tests/conftest.py, XDIST_GROUPS), hence --dist loadgroup.
-$V/python -m pytest tests -n "${CODE_ENV_TEST_WORKERS:-3}" --dist loadgroup "$@"
+$V/python -m pytest tests -n "${CODE_ENV_TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi
