@@ -58,6 +58,14 @@ def sleeper(i: int, seconds: float = 1.0) -> RunRequest:
     return RunRequest(code=f"import time\ntime.sleep({seconds})\nprint({i})", limits=SLEEP, trace_id=f"sleep/{i}")
 
 
+def sleepers_in_background(client: RedisExecutor, n: int) -> tuple[threading.Thread, list[list[ExecutionResult]]]:
+    """``client.run_many`` of ``n`` sleepers on a started thread, and the list its results go to."""
+    out: list[list[ExecutionResult]] = []
+    t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(n)])))
+    t.start()
+    return t, out
+
+
 def until(what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
     """Poll ``check`` until it returns something true; fail naming ``what`` past ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -445,9 +453,7 @@ def test_an_executor_killed_mid_batch_loses_nothing(pool: Pool) -> None:
     a.wait_live(pool.r)
     b.wait_live(pool.r)
     with RedisExecutor(pool.server.url) as client:
-        out: list[list[ExecutionResult]] = []
-        t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(12)])))
-        t.start()
+        t, out = sleepers_in_background(client, 12)
         until("executor a to hold requests", lambda: a.pending(pool.r) >= 1)
         held, tree = a.pending(pool.r), descendants(a.proc.pid)
         a.signal(signal.SIGKILL)
@@ -468,9 +474,7 @@ def test_an_executor_killed_mid_batch_loses_nothing(pool: Pool) -> None:
 def test_a_stalled_executor_is_taken_over_and_its_late_answers_dropped(pool: Pool) -> None:
     a = pool.start("a", "--batch", "2")
     with RedisExecutor(pool.server.url) as client:
-        out: list[list[ExecutionResult]] = []
-        t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(4)])))
-        t.start()
+        t, out = sleepers_in_background(client, 4)
         until("executor a to hold two requests", lambda: a.pending(pool.r) == 2)
         a.signal(signal.SIGSTOP)
         try:
@@ -492,9 +496,7 @@ def test_a_stalled_executor_is_taken_over_and_its_late_answers_dropped(pool: Poo
 def test_sigterm_finishes_the_requests_held_then_exits(pool: Pool) -> None:
     a = pool.start("a", "--batch", "2")
     with RedisExecutor(pool.server.url) as client:
-        out: list[list[ExecutionResult]] = []
-        t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(2)])))
-        t.start()
+        t, out = sleepers_in_background(client, 2)
         until("executor a to hold the requests", lambda: a.pending(pool.r) == 2)
         a.signal(signal.SIGTERM)
         assert a.proc.wait(timeout=WAIT_S) == 0, a.log()
@@ -550,9 +552,7 @@ def test_retries_exhausted_answer_sandbox_error(pool: Pool) -> None:
 def _restart_mid_batch(pool: Pool) -> tuple[RedisExecutor, list[ExecutionResult], Executor]:
     a = pool.start("a", "--batch", "2")
     client = RedisExecutor(pool.server.url)
-    out: list[list[ExecutionResult]] = []
-    t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(6)])))
-    t.start()
+    t, out = sleepers_in_background(client, 6)
     until("a to hold two requests", lambda: a.pending(pool.r) == 2)
     pool.server.restart(kill=True)
     pool.r = redis.Redis.from_url(pool.server.url)
@@ -591,9 +591,7 @@ def test_redis_restarted_with_persistence_loses_nothing_and_answers_once(persist
 def test_an_executor_restarted_under_its_name_takes_back_what_it_held(pool: Pool) -> None:
     a = pool.start("a", "--batch", "2")
     with RedisExecutor(pool.server.url) as client:
-        out: list[list[ExecutionResult]] = []
-        t = threading.Thread(target=lambda: out.append(client.run_many([sleeper(i) for i in range(2)])))
-        t.start()
+        t, out = sleepers_in_background(client, 2)
         until("a to hold the requests", lambda: a.pending(pool.r) == 2)
         a.signal(signal.SIGKILL)
         again = pool.start("a", "--batch", "2")  # its only executor: nobody else would take them
