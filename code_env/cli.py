@@ -432,6 +432,8 @@ def cmd_executor(ns: argparse.Namespace) -> int:
 
         def observe(event: str, trace_ids: list[str]) -> None:
             mover.put([(sample_of(t), to[event], "executor") for t in trace_ids])
+            if event == "answered":  # done before the answers are written: their readers move the samples on
+                mover.flush()
 
     with Sandbox(backend=ns.backend, workers=ns.workers) as sb:
         try:

@@ -1178,6 +1178,8 @@ class _Executor:
                 self._cond.notify_all()
 
     def _write(self, items: list[tuple[_Held, ExecutionResult | None]]) -> None:
+        # before the answers exist: whoever reads an answer finds its run already observed
+        self._observe("answered", [h for h, res in items if h.bad is None and res is not None])
         delay, failing_since = 0.05, None
         while True:
             try:
@@ -1188,7 +1190,6 @@ class _Executor:
                     failed = [o for o in itertools.islice(out, n) if isinstance(o, Exception)]
                     if failed:
                         log.error("executor %s: the answer of entry %s failed: %s", self.name, h.entry_id.decode(), _text(failed[0]))
-                self._observe("answered", [h for h, res in items if h.bad is None and res is not None])
                 return
             except self._errors as exc:
                 now = time.monotonic()
@@ -1391,8 +1392,10 @@ def serve(url: str, pool: str, sandbox: Sandbox, *, name: str | None = None, bat
     once (default: twice the sandbox's workers). ``lease_s``: the heartbeat's time to live: an
     executor silent that long is taken for dead, and its requests for another's. ``observe``:
     called with ``("running", trace_ids)`` when requests go to the sandbox and ``("answered",
-    trace_ids)`` once their answers are written (from the executor's threads: it must return at
-    once; ``code-env executor --samples-run`` moves the samples' states with it)."""
+    trace_ids)`` when their runs have ended, just before their answers are written: an answer is
+    readable only once its ``answered`` call has returned (from the executor's threads: it must be
+    quick; ``code-env executor --samples-run`` moves the samples' states with it, so a sample is in
+    ``executed_with_result`` before anyone can read its result)."""
     if not isinstance(sandbox, Sandbox):
         raise TypeError(f"sandbox: expected sandbox.Sandbox, got {type(sandbox).__name__}")
     _Executor(url, pool, sandbox, name=name, batch=batch, lease_s=lease_s, max_payload_bytes=max_payload_bytes,

@@ -617,3 +617,24 @@ def test_a_live_executor_holding_an_entry_past_its_deadline_is_taken_for_hung(po
     assert (fields[b"by"], json.loads(fields[b"res"])["stdout"], fields[b"attempt"]) == (b"b", "taken over\n", b"2")
     assert pool.stats()["reclaimed"] == 1 and "from executor fake (past its deadline: hung)" in b.log()
     pool.assert_drained()
+
+
+def test_with_samples_run_a_result_is_read_only_after_its_sample_is_executed(pool: Pool) -> None:
+    """``code-env executor --samples-run RUN`` moves each run's sample to ``executed_with_result``
+    before the answer is written: whoever reads a result (an actor, then its learner) finds the
+    sample there at once, and the learner's ``judged`` is never refused for being early."""
+    from code_env.samples import SampleStates, sample_of
+    from code_env.tracing import trace_id
+
+    pool.start("a", "--samples-run", "r1")
+    states = SampleStates(pool.server.url, run="r1")
+    ids = [trace_id("p", n) for n in range(40)]
+    for t in ids:
+        states.start(sample_of(t), t)
+        states.move(sample_of(t), "queued_for_execution", "actor")
+    with RedisExecutor(pool.server.url) as client:
+        for t in ids:  # one at a time: each read as soon as it is answered
+            assert client.run("print(1)", trace_id=t).stdout == "1\n"
+            assert states.get(sample_of(t)).state == "executed_with_result"
+            states.move(sample_of(t), "judged", "learner")
+    assert {s: c.count for s, c in states.counts().states.items() if c.count} == {"judged": 40}
