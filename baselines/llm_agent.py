@@ -133,6 +133,7 @@ from baselines.common import (
 )
 from code_env.llm import LLMConfig, LLMConfigError, aliases_given, log_call
 from code_env.reward import RewardConfig
+from code_env.summary import SummaryConfig
 from code_env.tracing import GenerationEnd
 
 NAME = "llm_agent"
@@ -192,6 +193,8 @@ class LLMAgentSettings(BaseModel):
         EXEC_ENV, description="CodeExec-v0 (a program per reply) or CodeAgent-v0 (function calling: tools, a workspace)")
     max_turns: int = Field(1, ge=1, le=100, description="CodeExec-v0: turns per episode; > 1 feeds the env's feedback back")
     max_calls: int = Field(30, ge=1, le=1000, description="CodeAgent-v0: tool calls per episode (a reply without one counts as one)")
+    llm_summary: SummaryConfig | None = Field(None, description="CodeExec-v0 with max_turns > 1: a model's summary of each run "
+                                              "(include_llm_summary), in the next turn's message")  # fmt: skip
     task_set: str = Field("builtin", description="builtin, humaneval, synthetic:<family> or a .jsonl path")
     n_tasks: int | None = Field(None, ge=1, le=100_000, description="the first n tasks of the set (unset: all; synthetic: 20)")
     task_seed: int = Field(0, description="generator seed of a synthetic set")
@@ -875,6 +878,8 @@ def evaluate_agent(cfg: RunConfig, tasks: Sequence[Any], transport: Transport, m
                 options["max_calls"] = settings.max_calls
             else:
                 options["max_turns"] = settings.max_turns
+                if settings.llm_summary is not None:  # the next turn's message carries it (render_lines)
+                    options |= {"include_llm_summary": True, "llm_summary": settings.llm_summary}
                 if log_dir is not None:
                     options |= {"log_dir": str(log_dir), "log_every": cfg.env.log_every, "log_max_bytes": cfg.env.log_max_bytes,
                                 "log_text_bytes": cfg.env.log_text_bytes}  # fmt: skip

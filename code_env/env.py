@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import registry
 from registry import Task
@@ -46,6 +46,7 @@ from .grading import (
 )
 from .reward import RewardBreakdown, RewardConfig
 from .spaces import NO_SHAPE, AnyText
+from .summary import LLMSummarizer, SummaryConfig, SummaryResult
 from .tracing import GENERATION_ENDS, GenerationEnd, State, trace_id
 from .trajectory import MAX_TOTAL_BYTES, TEXT_BYTES, TrajectoryLogger
 
@@ -78,6 +79,16 @@ class EnvConfig(BaseModel):
     timing_in_observation: bool = Field(False, description="add execution_time_ms to the observation (not reproducible)")
     language: str = Field("python", description="the programs' language (sandbox.languages; the prompt names it; "
                           "one without a function-task driver answers the set's stdio tasks only)")
+    include_llm_summary: bool = Field(False, description="a model's few sentences on each run in the observation "
+                                      "(``llm_summary``; code_env.summary): needs llm_summary")  # fmt: skip
+    llm_summary: SummaryConfig | None = Field(None, description="the summary's [llm] channel, model id, token budget and recording")
+
+    @model_validator(mode="after")
+    def _summary_configured(self) -> EnvConfig:
+        if self.include_llm_summary and self.llm_summary is None:
+            raise ValueError("include_llm_summary needs llm_summary: its [llm] channel (an inline table or a TOML file's "
+                             "path), model id, token budget (max_tokens) and recording (mode, cache_path)")  # fmt: skip
+        return self
 
     @field_validator("language")
     @classmethod
@@ -112,7 +123,7 @@ class StepInfo(BaseModel):
     feedback: list[dict[str, Any]] = Field(default_factory=list, description="public tests (no timings)")
 
 
-def _obs_space(max_turns: int, timing: bool) -> spaces.Dict:
+def _obs_space(max_turns: int, timing: bool, llm_summary: bool = False) -> spaces.Dict:
     text = AnyText(MAX_TEXT_CHARS)
     count = spaces.Box(0, INT_BOUND, shape=(), dtype=np.int64)
     fields: dict[str, spaces.Space[Any]] = {
@@ -130,6 +141,8 @@ def _obs_space(max_turns: int, timing: bool) -> spaces.Dict:
     }  # fmt: skip
     if timing:
         fields["execution_time_ms"] = spaces.Box(0.0, 1e9, shape=(), dtype=np.float64)
+    if llm_summary:
+        fields["llm_summary"] = text
     return spaces.Dict(fields)
 
 
@@ -141,8 +154,9 @@ StepResult = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
 def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: RunSummary | None, turn: int,
-                     *, timing: bool = False) -> dict[str, Any]:  # fmt: skip
-    """An observation of ``CodeExec-v0``'s space (``cases`` None: nothing ran yet)."""
+                     *, timing: bool = False, llm_summary: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """An observation of ``CodeExec-v0``'s space (``cases`` None: nothing ran yet; ``llm_summary``
+    given: the env includes one)."""
     s = summary or RunSummary()
     shown = [{"input": c.input, "expected": c.expected, "got": c.got, "status": c.status, "error": c.error,
               "traceback": c.traceback} for c in cases or []]  # fmt: skip
@@ -161,6 +175,8 @@ def make_observation(prompt: str, cases: Sequence[CaseResult] | None, summary: R
     }
     if timing:
         obs["execution_time_ms"] = np.array(min(s.execution_time_ms, 1e9), dtype=np.float64)
+    if llm_summary is not None:
+        obs["llm_summary"] = _clip(llm_summary)
     return obs
 
 
@@ -477,7 +493,9 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
         self.curriculum = Curriculum(self.tasks) if self.config.sampling == "curriculum" else None
         self.logger = self.config.logger()
         self.action_space = AnyText(self.config.max_action_chars)
-        self.observation_space = _obs_space(self.config.max_turns, self.config.timing_in_observation)
+        self.observation_space = _obs_space(self.config.max_turns, self.config.timing_in_observation,
+                                            self.config.include_llm_summary)  # fmt: skip
+        self.summarizer = LLMSummarizer(self.config.llm_summary) if self.config.llm_summary and self.config.include_llm_summary else None
         self._task: Task | None = None
         self._episode = -1  # every episode of this env
         self._sample = -1  # episodes since the last reset with a seed: the trace id's "sample"
@@ -631,15 +649,31 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
         if self.curriculum is not None and (terminated or truncated) and not (sandbox_error or judge_error):
             self.curriculum.update(task, breakdown.tier == "all_tests")
         self._obs = self._observation(pub, summary)
+        llm_summary = self._summarize(action, terminated or truncated, bool(sandbox_error or judge_error))
         info = StepInfo(
             trace_id=tid, problem_id=task.problem_id, turn=self._turn,
             reward_breakdown=breakdown.model_dump(exclude_none=True), sandbox_error=sandbox_error, budget=budget,
             judge_error=judge_error, feedback=[c.model_dump(exclude={"elapsed_ms"}) for c in pub.cases],
         ).model_dump()  # fmt: skip
         info["step_reward"] = reward
+        if llm_summary is not None:
+            info["llm_summary_error"] = llm_summary.error
         self.last_timing = {"execution_time_ms": summary.execution_time_ms, "transitions": list(self._transitions)}
-        self._log(action, reward, terminated, truncated, info, executions, pub, hid, scored)
+        self._log(action, reward, terminated, truncated, info, executions, pub, hid, scored, llm_summary)
         return self._advance(self._obs, reward, terminated, truncated, info)
+
+    def _summarize(self, action: str, ends: bool, failed: bool) -> SummaryResult | None:
+        """The LLM summary of the step's run into ``self._obs`` (``include_llm_summary``): none
+        (an empty text) for a step whose sandbox or judge failed, or that ends the episode unless
+        ``on_last_step``; None when the env includes no summary."""
+        if self.summarizer is None:
+            return None
+        assert self._obs is not None
+        if failed or (ends and not self.summarizer.config.on_last_step):
+            return SummaryResult()
+        result = self.summarizer.summarize(self._prompt(), action, self._obs)
+        self._obs["llm_summary"] = _clip(result.text)
+        return result
 
     def _overflow_end(self, action: str) -> StepResult:
         """The step of an action whose generation overflowed, under ``context_window_overflow``:
@@ -686,9 +720,13 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
         obs = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in (self._obs or self._observation(None, None)).items()}
         obs["stderr"] = _clip(stderr + "\n")
         obs["turn"] = np.array(self._turn + 1, dtype=np.int64)
+        if self.summarizer is not None:
+            obs["llm_summary"] = ""  # nothing ran
         info = StepInfo(trace_id=self._trace_id(), problem_id=self._task.problem_id, turn=self._turn,
                         reward_breakdown=breakdown.model_dump(exclude_none=True), budget=budget).model_dump()  # fmt: skip
         info["step_reward"] = reward
+        if self.summarizer is not None:
+            info["llm_summary_error"] = None
         self.last_timing = {"execution_time_ms": 0.0, "transitions": list(self._transitions)}
         self._log(action, reward, terminated, not terminated, info, [], None, None)
         return self._advance(obs, reward, terminated, not terminated, info)
@@ -711,7 +749,8 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
         turn = self._turn + (1 if pub is not None else 0)
         cases = pub.cases if pub is not None else None
         self._cases = list(cases or [])
-        return make_observation(self._prompt(), cases, summary, turn, timing=self.config.timing_in_observation)
+        return make_observation(self._prompt(), cases, summary, turn, timing=self.config.timing_in_observation,
+                                llm_summary="" if self.summarizer is not None else None)  # fmt: skip
 
     def evaluate(self, programs: Sequence[str], problem_id: str | None = None) -> list[Evaluation]:
         """Judge K candidate programs for one task (this episode's, or ``problem_id``) in one
@@ -729,7 +768,7 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
 
     def _log(self, action: str, reward: float, terminated: bool, truncated: bool, info: dict[str, Any],
              executions: list[Any], pub: Verification | None, hid: Verification | None,
-             scored: Scored | None = None) -> None:  # fmt: skip
+             scored: Scored | None = None, llm_summary: SummaryResult | None = None) -> None:  # fmt: skip
         if self.logger is None or not self.logger.wants(self._episode):
             return
         assert self._task is not None
@@ -762,6 +801,8 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
             "transitions": self.last_timing["transitions"],
             "config": self.config.model_dump(mode="json"),
         }
+        if llm_summary is not None:
+            record["llm_summary"] = llm_summary.model_dump()
         if self.config.tasks == "<inline>":
             record["task"] = task.model_dump(mode="json")
         self.logger.write(record)
@@ -806,6 +847,9 @@ class CodeExecEnv(PicklableEnv, gym.Env[dict[str, Any], str]):
             cut = len(stderr) > RENDER_STDERR_LINES
             lines.append(f"stderr{f' (last {RENDER_STDERR_LINES} of {len(stderr)} lines)' if cut else ''}:")
             lines += ["  " + _short(line, 200) for line in stderr[-RENDER_STDERR_LINES:]]
+        said = visible(str(o.get("llm_summary", "")).strip()).splitlines()
+        if said:
+            lines += ["summary:", *("  " + line for line in said)]
         return lines
 
     def _make_logger(self) -> Any:

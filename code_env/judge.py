@@ -37,7 +37,6 @@ is never approved: its score is the lowest, 0 (``JudgeVerdict.unjudged``; the ex
 from __future__ import annotations
 
 import ast
-import hashlib
 import io
 import json
 import logging
@@ -46,12 +45,21 @@ import re
 import threading
 import time
 import tokenize
-from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .llm import LLMConfig, LLMConfigError, aliases_given, hide_literal_key, log_call
+from .llm import (
+    LLMConfig,
+    LLMConfigError,
+    Outage,
+    Recording,
+    aliases_given,
+    call_chat,
+    hide_literal_key,
+    log_call,
+    reply_text,
+)
 
 log = logging.getLogger("code_env.judge")
 
@@ -143,13 +151,6 @@ class JudgeConfig(BaseModel):
         if self.mode != "live" and not self.cache_path:
             raise ValueError(f"mode={self.mode!r} needs a cache_path (the JSONL file of recorded calls)")
         return self
-
-
-class _Failure(NamedTuple):
-    """``_call``'s answer when the endpoint failed: why, and whether it did not answer in time."""
-
-    why: str
-    timed_out: bool = False
 
 
 class JudgeVerdict(BaseModel):
@@ -354,24 +355,8 @@ class LLMJudge:
         self.config = config
         self.channel = config.channel
         self._lock = threading.Lock()
-        self._cache: dict[str, str] = {}
         self._client: Any = None
-        if config.cache_path:
-            self._load(Path(config.cache_path))
-
-    def _load(self, path: Path) -> None:
-        if not path.exists():
-            if self.config.mode == "replay":
-                raise JudgeError(f"replay mode: no recording at {path}")
-            return
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                self._cache[str(rec["key"])] = str(rec["body"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise JudgeError(f"{path}:{lineno}: not a judge recording (expected {{'key', 'body'}})") from None
+        self._recording = Recording(config.cache_path, config.mode, what="judge", error=JudgeError)
 
     def request(self, prompt: str, code: str) -> dict[str, Any]:
         """The chat request for one program, whose code is ``judged_view(code)``, whole (the cache
@@ -397,9 +382,8 @@ class LLMJudge:
             log.warning("LLM judge (%s): %s", self.channel.model, why)
             return JudgeVerdict(score=0.0, unjudged=True, reason=f"judge: {why}")
         req = self._request(prompt, view)
-        key = hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
-        with self._lock:
-            body = self._cache.get(key) if self.config.mode != "live" else None
+        key = Recording.request_key(req)
+        body = self._recording.get(key)
         replayed = body is not None
         if body is None:
             if self.config.mode == "replay":
@@ -407,27 +391,22 @@ class LLMJudge:
             started = time.monotonic()
             answer = self._call(req)
             log_call(self.channel.name, {"kind": "judge", "model": self.channel.model, "key": key, "replayed": False,
-                                         "status": "error" if isinstance(answer, _Failure) else "ok",
-                                         "error": answer.why if isinstance(answer, _Failure) else None,
+                                         "status": "error" if isinstance(answer, Outage) else "ok",
+                                         "error": answer.why if isinstance(answer, Outage) else None,
                                          "latency_s": round(time.monotonic() - started, 3)})  # fmt: skip
-            if isinstance(answer, _Failure):
+            if isinstance(answer, Outage):
                 log.warning("LLM judge (%s): %s; the sample is a judge_error (not scored)", self.channel.model, answer.why)
                 return JudgeVerdict(score=None, error=answer.why, timed_out=answer.timed_out,
                                     reason=f"judge failure: {answer.why}", key=key)  # fmt: skip
             body = answer
-            if self.config.mode == "record":
-                self._record(key, req, body)
+            self._recording.add(key, req, body)
         else:
             log_call(self.channel.name, {"kind": "judge", "model": self.channel.model, "key": key, "replayed": True, "status": "ok"})
         return self._verdict(body, key, replayed)
 
     def _verdict(self, body: str, key: str, replayed: bool) -> JudgeVerdict:
-        try:
-            choices = json.loads(body)["choices"] or []
-            content = choices[0]["message"]["content"] if choices else None
-        except (json.JSONDecodeError, KeyError, TypeError, IndexError):  # (_call lets no such body through)
-            content = None
-        x = parse_score(content if isinstance(content, str) else None)
+        content = reply_text(body)
+        x = parse_score(content)
         if x is None:
             what = "an empty reply" if not content else f"an unparsable reply {str(content)[:80]!r}"
             return self._neutral(what, key, replayed)
@@ -446,53 +425,14 @@ class LLMJudge:
             return "$OPENAI_API_KEY (the judge's api_key is unset)"
         return "the key: none was sent (the judge's api_key is unset and OPENAI_API_KEY is not set)"
 
-    def _call(self, req: dict[str, Any]) -> str | _Failure:
-        """The raw response body (a JSON object with ``choices``), or the ``_Failure`` of the
-        endpoint (no answer in time, no connection, HTTP 5xx or 429 after the retries, a body that
-        is no chat completion). A refused key, an unknown model or another 4xx raise ``JudgeError``."""
-        import openai
-
-        ch = self.channel
-        retries = f"after {ch.max_retries} {'retry' if ch.max_retries == 1 else 'retries'}"
+    def _call(self, req: dict[str, Any]) -> str | Outage:
+        """The raw response body, or the endpoint's ``Outage`` (``llm.call_chat``). A refused key, an
+        unknown model or another 4xx raise ``JudgeError``."""
         with self._lock:
             if self._client is None:
                 try:
-                    self._client = ch.client()
+                    self._client = self.channel.client()
                 except LLMConfigError as exc:
                     raise JudgeError(str(exc)) from None
-        try:
-            raw = self._client.chat.completions.with_raw_response.create(**req)
-        except openai.APITimeoutError:
-            return _Failure(f"the endpoint did not answer within {ch.timeout_s:g} s ({retries})", timed_out=True)
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc.__context__
-            detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-            return _Failure(f"could not connect to {ch.base_url} ({retries}){detail}")
-        except openai.AuthenticationError as exc:
-            raise JudgeError(f"the judge's endpoint refused the key (HTTP {exc.status_code}): check {self._key_source()}") from None
-        except openai.NotFoundError as exc:
-            raise JudgeError(f"the judge's endpoint answered HTTP 404 for model {ch.model!r} at "
-                             f"{ch.base_url}: check JudgeConfig.model (and base_url): {exc.message}") from None  # fmt: skip
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code == 429:
-                what = "rate limited" if exc.status_code == 429 else "a server error"
-                return _Failure(f"the endpoint answered HTTP {exc.status_code}, {what} ({retries}): {exc.message}")
-            raise JudgeError(f"the judge's endpoint answered HTTP {exc.status_code} for model {ch.model!r}: "
-                             f"{exc.message}") from None  # fmt: skip
-        body = str(raw.http_response.text)
-        try:
-            ok = isinstance(json.loads(body).get("choices"), list)
-        except (json.JSONDecodeError, AttributeError):
-            ok = False
-        if not ok:
-            return _Failure(f"the endpoint answered HTTP {raw.http_response.status_code} with no chat completion: {body[:80]!r}")
-        return body
-
-    def _record(self, key: str, req: dict[str, Any], body: str) -> None:
-        assert self.config.cache_path is not None
-        line = json.dumps({"key": key, "model": req["model"], "request": req, "body": body}) + "\n"
-        with self._lock:
-            self._cache[key] = body
-            with open(self.config.cache_path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
+        return call_chat(self._client, self.channel, req, who="the judge's endpoint", model_field="JudgeConfig.model",
+                         key_source=self._key_source(), error=JudgeError)  # fmt: skip

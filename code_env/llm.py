@@ -32,14 +32,16 @@ not the number asked for; or OK with the model and the latency.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -50,7 +52,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
 
 from ._errors import first_error
 
-__all__ = ["NO_KEY", "CheckResult", "LLMConfig", "LLMConfigError", "check_llm", "expand", "load_llm_config", "log_call"]
+__all__ = ["NO_KEY", "CheckResult", "LLMConfig", "LLMConfigError", "Outage", "Recording", "call_chat", "check_llm", "expand",
+           "load_llm_config", "log_call", "reply_text"]
 
 log = logging.getLogger("code_env.llm")
 
@@ -226,6 +229,113 @@ def log_call(name: str, record: Mapping[str, Any]) -> None:
     latency, usage; never the API key) as one JSON line on ``code_env.llm`` at INFO."""
     if log.isEnabledFor(logging.INFO):
         log.info("llm[%s] call %s", name, json.dumps(dict(record), ensure_ascii=False, sort_keys=True, default=str))
+
+
+# ------------------------------------------------------------------ recorded chat calls
+
+
+class Outage(NamedTuple):
+    """``call_chat``'s answer when the endpoint failed (not the request): why, and whether it did
+    not answer in time."""
+
+    why: str
+    timed_out: bool = False
+
+
+def call_chat(client: Any, channel: LLMConfig, req: dict[str, Any], *, who: str, model_field: str, key_source: str,
+              error: type[Exception]) -> str | Outage:  # fmt: skip
+    """One chat completion through ``client`` (an ``openai.OpenAI`` of ``channel``): the raw
+    response body (a JSON object with ``choices``), or the ``Outage`` of the endpoint (no answer in
+    time, no connection, HTTP 5xx or 429 after the client's retries, a body that is no chat
+    completion). A refused key (401), an unknown model (404) or another 4xx is the caller's
+    configuration: ``error`` is raised, its message beginning with ``who`` ("the judge's
+    endpoint") and naming ``key_source`` or ``model_field`` (what to check)."""
+    import openai
+
+    retries = f"after {channel.max_retries} {'retry' if channel.max_retries == 1 else 'retries'}"
+    try:
+        raw = client.chat.completions.with_raw_response.create(**req)
+    except openai.APITimeoutError:
+        return Outage(f"the endpoint did not answer within {channel.timeout_s:g} s ({retries})", timed_out=True)
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+        return Outage(f"could not connect to {channel.base_url} ({retries}){detail}")
+    except openai.AuthenticationError as exc:
+        raise error(f"{who} refused the key (HTTP {exc.status_code}): check {key_source}") from None
+    except openai.NotFoundError as exc:
+        raise error(f"{who} answered HTTP 404 for model {channel.model!r} at {channel.base_url}: check "
+                    f"{model_field} (and base_url): {exc.message}") from None  # fmt: skip
+    except openai.APIStatusError as exc:
+        if exc.status_code >= 500 or exc.status_code == 429:
+            what = "rate limited" if exc.status_code == 429 else "a server error"
+            return Outage(f"the endpoint answered HTTP {exc.status_code}, {what} ({retries}): {exc.message}")
+        raise error(f"{who} answered HTTP {exc.status_code} for model {channel.model!r}: {exc.message}") from None
+    body = str(raw.http_response.text)
+    try:
+        ok = isinstance(json.loads(body).get("choices"), list)
+    except (json.JSONDecodeError, AttributeError):
+        ok = False
+    if not ok:
+        return Outage(f"the endpoint answered HTTP {raw.http_response.status_code} with no chat completion: {body[:80]!r}")
+    return body
+
+
+def reply_text(body: str) -> str | None:
+    """The first choice's text of a chat completion's body; None when it has none."""
+    try:
+        choices = json.loads(body)["choices"] or []
+        content = choices[0]["message"]["content"] if choices else None
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError):
+        return None
+    return content if isinstance(content, str) else None
+
+
+class Recording:
+    """The JSONL file of a channel's calls, one ``{key, model, request, body}`` per line, keyed by
+    the request's hash (``request_key``: no secret enters it). ``mode``: ``"record"`` answers from
+    it and appends what is new, ``"replay"`` only answers from it (a missing file is an ``error``),
+    ``"live"`` neither (``path`` may be None). Safe from many threads."""
+
+    def __init__(self, path: str | Path | None, mode: str, *, what: str, error: type[Exception]) -> None:
+        self.path = Path(path) if path is not None else None
+        self.mode = mode
+        self._lock = threading.Lock()
+        self._bodies: dict[str, str] = {}
+        if self.path is None or mode == "live":
+            return
+        if not self.path.exists():
+            if mode == "replay":
+                raise error(f"replay mode: no recording at {self.path}")
+            return
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                    self._bodies[str(rec["key"])] = str(rec["body"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise error(f"{self.path}:{n}: not a {what} recording (expected {{'key', 'body'}})") from None
+
+    @staticmethod
+    def request_key(req: Mapping[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest()
+
+    def get(self, key: str) -> str | None:
+        """The recorded body of ``key`` (never in ``live`` mode)."""
+        if self.mode == "live":
+            return None
+        with self._lock:
+            return self._bodies.get(key)
+
+    def add(self, key: str, req: Mapping[str, Any], body: str) -> None:
+        """Append a call's reply (``record`` mode; nothing otherwise)."""
+        if self.mode != "record" or self.path is None:
+            return
+        line = json.dumps({"key": key, "model": req["model"], "request": req, "body": body}) + "\n"
+        with self._lock:
+            self._bodies[key] = body
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
 
 
 # ------------------------------------------------------------------------------ check-llm

@@ -178,6 +178,8 @@ fi
 # modules import that this venv lacks or has at other versions (transformers, tokenizers,
 # huggingface_hub, tensordict, hydra), pinned and without their dependencies; the rest (torch, Ray,
 # numpy, pydantic, code-env itself) it takes from this venv, added after its own site-packages.
+# kernels too: the newer transformers of this venv pulls a kernels (0.19) whose LayerRepository
+# wants a revision that transformers 5.10's module-level kernel table does not give.
 VERL_VENV="$VENV/verl"
 VERL_LOG="$VENV/verl-build.log"  # what went wrong, if it did: tests/test_verl_tools.py shows its end
 verl_ok() { "$VERL_VENV/bin/python" -c 'import verl.tools.tool_registry, verl.experimental.agent_loop.tool_agent_loop, code_env' "$@"; }
@@ -192,7 +194,7 @@ build_verl_venv() {
     "$VERL_VENV/bin/python" -m pip install -q --no-deps "$VENV/wheels/verl-$VERL_VERSION-"*.whl \
         "transformers==5.10.4" "tokenizers==0.22.2" "huggingface_hub==1.33.0" "tensordict==0.10.0" "pyvers==0.1.0" \
         "hydra-core==1.3.8" "omegaconf==2.3.0" "antlr4-python3-runtime==4.9.3" "codetiming==1.4.0" "httpx==0.28.1" \
-        "httpcore==1.0.9" "orjson==3.11.4" "cachetools==6.2.1" || return 1
+        "httpcore==1.0.9" "orjson==3.11.4" "cachetools==6.2.1" "kernels==0.12.3" || return 1
     verl_ok
 }
 if ls "$VENV/wheels/verl-$VERL_VERSION-"*.whl >/dev/null 2>&1 && ! verl_ok 2>/dev/null; then

@@ -25,7 +25,7 @@ EVENS = next(t for t in TASKS if t.problem_id == "builtin/sum-of-evens")
 def test_public_api_is_explicit() -> None:
     public = {n for n in dir(code_env) if not n.startswith("_")} | {"__version__"}
     modules = {"adapters", "agent", "cli", "demo", "env", "grading", "interpreter", "judge", "llm", "logtools", "passrate", "records",
-               "reward", "samples", "sandbox_demo", "service", "spaces", "tokens", "tracing", "trajectory", "trl", "vector", "verl",
+               "reward", "samples", "sandbox_demo", "service", "spaces", "summary", "tokens", "tracing", "trajectory", "trl", "vector", "verl",
                "verl_tools"}
     assert set(code_env.__all__) == public - modules
 
