@@ -70,9 +70,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VPY="$VENV/bin/python"
 
-# Reinstall only when pyproject.toml changed (or the install is missing).
+# Reinstall only when pyproject.toml or constraints.txt changed (or the install is missing).
+# constraints.txt: the versions the last green CI resolved, on the Python it ran (3.11); another
+# Python, or CODE_ENV_CONSTRAINTS=none, resolves freely.
+constrain=()
+if [ "${CODE_ENV_CONSTRAINTS:-}" != none ] && "$VPY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+    constrain=(-c "$ROOT/constraints.txt")
+fi
 stamp="$VENV/.code-env-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1) ${#constrain[@]}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import sandbox, code_env' 2>/dev/null; then
     log "installing code-env[dev] into $VENV"
     "$VPY" -m pip install -q --upgrade pip >"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
@@ -80,7 +86,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VPY" -c 'import 
     "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" \
         >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
     # an ordinary (PEP 660) editable install; the sandbox's jails never see its import hook
-    "$VPY" -m pip install -q -e "$ROOT[dev]" \
+    "$VPY" -m pip install -q "${constrain[@]}" -e "$ROOT[dev]" \
         >>"$VENV/pip.log" 2>&1 || { cat "$VENV/pip.log" >&2; exit 1; }
     echo "$want" >"$stamp"
 fi
