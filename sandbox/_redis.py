@@ -104,9 +104,7 @@ from .models import (
     Limits,
     MiB,
     RunRequest,
-    check_files,
-    check_payload,
-    coerce_files,
+    checked_request,
     coerce_requests,
     current_cancel,
     resolve_limits,
@@ -532,19 +530,7 @@ class RedisExecutor:
         """Run one program on an executor of the pool; blocks until it is answered. Safe to call
         from any thread. ``language``, ``files``, ``fetch_files``: as ``Sandbox.run`` (the
         executors' sandboxes check the language: one that cannot run it answers ``sandbox_error``)."""
-        return self.run_many([self._request(code, stdin, limits, trace_id, language, files, fetch_files)])[0]
-
-    def _request(self, code: str, stdin: str, limits: Limits | None, trace_id: str | None, language: str,
-                 files: Mapping[str, bytes | str] | None, fetch_files: Sequence[str]) -> RunRequest:  # fmt: skip
-        lim = resolve_limits(limits, self.default_limits)
-        check_payload(code, stdin, lim)
-        inputs = coerce_files(files)
-        if isinstance(fetch_files, str):
-            raise TypeError("fetch_files: expected a list of paths, got one str")
-        fetch = tuple(fetch_files)
-        check_files(inputs, fetch, code, lim, language)
-        return RunRequest(code=code, stdin=stdin, limits=lim, trace_id=trace_id, language=language, files=inputs,
-                          fetch_files=fetch)  # fmt: skip
+        return self.run_many([checked_request(code, stdin, resolve_limits(limits, self.default_limits), trace_id, language, files, fetch_files)])[0]
 
     def run_many(
         self,
@@ -585,7 +571,7 @@ class RedisExecutor:
                    language: str = "python", files: Mapping[str, bytes | str] | None = None,
                    fetch_files: Sequence[str] = ()) -> ExecutionResult:  # fmt: skip
         """``run`` for an event loop (``arun_many``)."""
-        return (await self.arun_many([self._request(code, stdin, limits, trace_id, language, files, fetch_files)]))[0]
+        return (await self.arun_many([checked_request(code, stdin, resolve_limits(limits, self.default_limits), trace_id, language, files, fetch_files)]))[0]
 
     async def arun_many(self, requests: Iterable[RunRequest | Mapping[str, Any] | str], *,
                         limits: Limits | None = None) -> list[ExecutionResult]:  # fmt: skip

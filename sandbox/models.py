@@ -11,7 +11,7 @@ import logging
 import math
 import signal as _signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -236,6 +236,21 @@ def check_files(files: Mapping[str, bytes], fetch_files: Iterable[str], code: st
         raise ValueError(f"files {clash[0]!r}: both a file and a directory of other files")
     if total > limits.max_disk_mb * MiB:
         raise ValueError(f"files: {total} bytes with the program, over the work dir's max_disk_mb={limits.max_disk_mb}")
+
+
+def checked_request(code: str, stdin: str, limits: Limits, trace_id: str | None, language: str,
+                    files: Mapping[str, bytes | str] | None, fetch_files: Sequence[str]) -> RunRequest:  # fmt: skip
+    """One ``run(...)`` call's arguments as a ``RunRequest``, checked as ``Sandbox.run`` checks
+    them (payload, input files, fetched paths; ``limits`` already resolved): what an executor that
+    sends requests elsewhere (Ray, Redis) refuses before anything leaves this process."""
+    check_payload(code, stdin, limits)
+    inputs = coerce_files(files)
+    if isinstance(fetch_files, str):
+        raise TypeError("fetch_files: expected a list of paths, got one str")
+    fetch = tuple(fetch_files)
+    check_files(inputs, fetch, code, limits, language)
+    return RunRequest(code=code, stdin=stdin, limits=limits, trace_id=trace_id, language=language, files=inputs,
+                      fetch_files=fetch)  # fmt: skip
 
 
 def resolve_limits(limits: Limits | None, default: Limits) -> Limits:

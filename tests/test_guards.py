@@ -7,7 +7,6 @@ its initial policy beside ``approx_kl``."""
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 from pathlib import Path
@@ -21,18 +20,11 @@ from baselines.grpo import GRPOSettings
 from baselines.grpo import main as grpo_main
 from baselines.guards import SignalGuard, warn_kl_off, zero_std_fraction
 
+from .test_grpo import _rows, _set
+
 # a GRPO run of a few seconds (as tests/test_grpo.py's)
 SHORT = ["grpo.steps=6", "grpo.prompts_per_step=3", "grpo.group_size=4", "grpo.eval_interval=0", "env.n_eval_tasks=4",
          "env.n_tasks=40", "grpo.checkpoint_interval=0", "grpo.hidden=32", "env.log_every=1000"]  # fmt: skip
-
-
-def _set(*pairs: str) -> list[str]:
-    return [arg for pair in pairs for arg in ("--set", pair)]
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
