@@ -73,6 +73,7 @@ from code_env.reward import RewardConfig
 from code_env.samples import SampleStates, StateMover, Watchdog, sample_of
 from code_env.tracing import trace_id
 from registry import Task
+from sandbox._redis import connect
 
 LEASE_S = float(os.environ.get("CODE_ENV_ACTOR_LEASE_S", "10"))  # an actor's claim on a step, renewed every third of it
 WAIT_S = 0.05  # the longest a waiting actor sleeps before it looks again; a wake-up (new weights, a step judged) ends it at once
@@ -81,13 +82,7 @@ WAIT_S = 0.05  # the longest a waiting actor sleeps before it looks again; a wak
 def _redis(url: str) -> Any:
     """A client that rides out a restart of Redis: each command is tried again (backing off, about
     half a minute in all) while the server cannot be reached."""
-    import redis
-    from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
-
-    return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=10,
-                                retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 20),
-                                retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])  # fmt: skip
+    return connect(url, retries=20, backoff_base_s=0.05, backoff_cap_s=2.0, socket_timeout_s=30, health_check_interval=10)
 
 
 def _dumps(obj: Any) -> bytes:

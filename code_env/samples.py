@@ -106,6 +106,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox._redis import connect, redact
+
 from ._errors import first_error
 
 log = logging.getLogger("code_env.samples")
@@ -606,16 +608,10 @@ class SampleStates:
         self._redis_error = redis.exceptions.RedisError
         self.run = check_run(run)
         if isinstance(url_or_client, str):
-            self.where = _redact(url_or_client)
-            from redis.backoff import ExponentialBackoff
-            from redis.retry import Retry
-
+            self.where = redact(url_or_client)
             try:
-                self.client = redis.Redis.from_url(
-                    url_or_client, decode_responses=True, encoding_errors="replace", socket_connect_timeout=CONNECT_TIMEOUT_S,
-                    socket_timeout=COMMAND_TIMEOUT_S, retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 4),
-                    retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
-                )  # fmt: skip
+                self.client = connect(url_or_client, retries=4, backoff_base_s=0.1, backoff_cap_s=1.0, decode_responses=True,
+                                      socket_timeout_s=COMMAND_TIMEOUT_S, connect_timeout_s=CONNECT_TIMEOUT_S)  # fmt: skip
             except ValueError as exc:
                 raise ValueError(f"invalid Redis URL {self.where!r}: {exc}") from None
         elif hasattr(url_or_client, "register_script"):
@@ -981,11 +977,6 @@ def _finite(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number (unix seconds), got {value!r}")
     return float(value)
-
-
-def _redact(url: str) -> str:
-    """A Redis URL fit to print: the password replaced by ``***``."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
 # ------------------------------------------------------------------------------- watchdog

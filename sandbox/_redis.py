@@ -141,18 +141,33 @@ def import_redis() -> Any:
     return redis
 
 
-def connect(url: str) -> Any:
-    """A ``redis.Redis`` for ``url`` (bytes in, bytes out) that does not retry by itself: every
-    caller here backs off and reconnects its own way, and a command is never sent twice unseen."""
+def connect(url: str, *, retries: int = 0, backoff_base_s: float = 0.05, backoff_cap_s: float = 1.0,
+            socket_timeout_s: float = SOCKET_TIMEOUT_S, connect_timeout_s: float = 5.0, health_check_interval: int = 0,
+            decode_responses: bool = False) -> Any:  # fmt: skip
+    """A ``redis.Redis`` for ``url``, the one way this project makes one. By default (bytes in,
+    bytes out) it does not retry by itself: the executor and its clients back off and reconnect
+    their own way, and a command is never sent twice unseen. ``retries`` > 0: a command that
+    cannot reach the server is tried again that many times, backing off exponentially from
+    ``backoff_base_s`` to ``backoff_cap_s`` (callers whose commands may run twice: the sample
+    states' scripts refuse a repeated move, the topology's writes are idempotent).
+    ``decode_responses``: str replies (undecodable bytes replaced)."""
     redis = import_redis()
-    from redis.backoff import NoBackoff
+    from redis.backoff import ExponentialBackoff, NoBackoff
     from redis.retry import Retry
 
     if not isinstance(url, str) or not url.startswith(SCHEMES):
         raise ValueError(f"url: expected a Redis URL ({', '.join(s + '...' for s in SCHEMES)}), got {url!r}")
+    options: dict[str, Any] = {"socket_timeout": socket_timeout_s, "socket_connect_timeout": connect_timeout_s,
+                               "health_check_interval": health_check_interval}  # fmt: skip
+    if retries > 0:
+        options["retry"] = Retry(ExponentialBackoff(cap=backoff_cap_s, base=backoff_base_s), retries)
+        options["retry_on_error"] = [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError]
+    else:
+        options["retry"] = Retry(NoBackoff(), 0)
+    if decode_responses:
+        options |= {"decode_responses": True, "encoding_errors": "replace"}
     try:
-        return redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5.0,
-                                    retry=Retry(NoBackoff(), 0), health_check_interval=0)  # fmt: skip
+        return redis.Redis.from_url(url, **options)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"url {redact(url)!r}: {exc}") from None
 
